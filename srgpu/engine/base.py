@@ -1,0 +1,79 @@
+"""The engine interface: decoded planes on the host in, upscaled planes on the host out."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..model import SRCNNModel
+
+
+class EngineError(RuntimeError):
+    """An engine cannot be created or cannot run; the message names the cause (kernel, device)."""
+
+
+@dataclass(frozen=True)
+class PlaneSpec:
+    """How one plane of a frame is upscaled: to ``out_shape`` (H, W), through SRCNN or bicubic only."""
+
+    out_shape: tuple[int, int]
+    srcnn: bool
+
+
+def to_unit_float(plane: np.ndarray, max_value: float) -> np.ndarray:
+    """uint8/uint16 -> float32 in [0, 1] by ``max_value``; float planes pass through as float32."""
+    if np.issubdtype(plane.dtype, np.floating):
+        return np.ascontiguousarray(plane, dtype=np.float32)
+    return plane.astype(np.float32) * np.float32(1.0 / max_value)
+
+
+def from_unit_float(values: np.ndarray, dtype: np.dtype, max_value: float) -> np.ndarray:
+    """float in [0, 1] -> ``dtype``: integers rounded half away from zero and saturated at
+    ``max_value``; floats clipped to [0, 1]."""
+    if np.issubdtype(dtype, np.floating):
+        return np.clip(values, 0.0, 1.0).astype(dtype)
+    # values are non-negative after clipping, so floor(x + 0.5) is round-half-away-from-zero
+    scaled = np.clip(values.astype(np.float32) * np.float32(max_value), 0.0, np.float32(max_value))
+    return np.floor(scaled + np.float32(0.5)).astype(dtype)
+
+
+class Engine(ABC):
+    """Upscales planes with one model at one scale. Integer planes come back in the same dtype,
+    quantised against ``max_value`` (255, 1023, 65535, ...); float planes in [0, 1] come back
+    as float32 clipped to [0, 1]."""
+
+    name: str = "engine"
+
+    def __init__(self, model: SRCNNModel, scale: int) -> None:
+        model.check_scale(scale)
+        self.model = model
+        self.scale = scale
+
+    @abstractmethod
+    def srcnn_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
+        """Bicubic upscale to ``out_shape``, then SRCNN (the luma path)."""
+
+    @abstractmethod
+    def bicubic_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
+        """Bicubic only (chroma, alpha)."""
+
+    def upscale_frame(self, planes: Sequence[np.ndarray], specs: Sequence[PlaneSpec],
+                      max_value: float) -> list[np.ndarray]:
+        if len(planes) != len(specs):
+            raise ValueError(f"{len(planes)} planes but {len(specs)} plane specs")
+        return [
+            self.srcnn_plane(p, s.out_shape, max_value) if s.srcnn else self.bicubic_plane(p, s.out_shape, max_value)
+            for p, s in zip(planes, specs)
+        ]
+
+    def close(self) -> None:
+        """Release device resources (nothing for the CPU engine)."""
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,51 @@
+"""``--device auto|cpu|cuda[:N]`` -> an engine, with the reason when the GPU is not used."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from ..model import SRCNNModel
+from .base import Engine, EngineError
+from .cpu import CPUEngine
+
+DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """'auto' | 'cpu' | 'cuda' | 'cuda:N' -> (kind, index)."""
+    if not DEVICE_PATTERN.match(device):
+        raise EngineError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
+    if device.startswith("cuda"):
+        return "cuda", int(device.split(":")[1]) if ":" in device else 0
+    return device, 0
+
+
+def create_engine(device: str, model: SRCNNModel, scale: int, **gpu_options: object) -> Engine:
+    """Make the engine for ``device``. 'auto' falls back to the CPU with a warning that says why;
+    'cuda' fails with an EngineError naming the cause."""
+    kind, index = parse_device(device)
+    if kind == "cpu":
+        return CPUEngine(model, scale)
+    try:
+        return _gpu_engine(model, scale, index, **gpu_options)
+    except EngineError as e:
+        if kind == "cuda":
+            raise
+        warnings.warn(f"GPU not used, running on the CPU: {e}", RuntimeWarning, stacklevel=2)
+        return CPUEngine(model, scale)
+
+
+def _gpu_engine(model: SRCNNModel, scale: int, index: int, **options: object) -> Engine:
+    from ..gpuinfo import cuda_status
+
+    status = cuda_status()
+    if not status.usable:
+        raise EngineError(status.reason or "no usable CUDA device")
+    if index >= len(status.devices):
+        raise EngineError(f"cuda:{index} does not exist ({len(status.devices)} usable device(s))")
+    try:
+        from .gpu import GPUEngine
+    except ImportError as e:
+        raise EngineError(f"the GPU engine is not available in this build ({e})") from None
+    return GPUEngine(model, scale, device_index=index, **options)

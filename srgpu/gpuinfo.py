@@ -1,0 +1,72 @@
+"""What CUDA devices are usable, or why none is. Never raises: a machine with no GPU,
+no driver or no CuPy is a normal case."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CudaDevice:
+    index: int
+    name: str
+    compute_capability: str
+    total_memory: int
+    free_memory: int
+    multiprocessors: int
+
+
+@dataclass(frozen=True)
+class CudaStatus:
+    devices: tuple[CudaDevice, ...]
+    reason: str | None  # why no device is usable; None when at least one is
+    cupy_version: str | None
+    cuda_runtime: str | None
+    driver: str | None
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.devices)
+
+
+def cuda_status() -> CudaStatus:
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a broken CUDA library underneath
+        return CudaStatus((), f"CuPy is not importable ({type(e).__name__}: {e})", None, None, None)
+    try:
+        from cupy.cuda import runtime
+    except Exception as e:
+        return CudaStatus((), f"CuPy's CUDA runtime is not loadable ({e})", cupy.__version__, None, None)
+    rt = drv = None
+    try:
+        rt = _version(runtime.runtimeGetVersion())
+        drv = _version(runtime.driverGetVersion())
+        count = runtime.getDeviceCount()
+    except Exception as e:
+        return CudaStatus((), f"no usable CUDA driver ({_one_line(e)})", cupy.__version__, rt, drv)
+    if count == 0:
+        return CudaStatus((), "the CUDA driver reports no devices", cupy.__version__, rt, drv)
+    devices = []
+    errors = []
+    for i in range(count):
+        try:
+            props = runtime.getDeviceProperties(i)
+            with cupy.cuda.Device(i):
+                free, total = runtime.memGetInfo()
+            devices.append(CudaDevice(
+                index=i, name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
+                compute_capability=f"{props['major']}.{props['minor']}", total_memory=int(total),
+                free_memory=int(free), multiprocessors=int(props["multiProcessorCount"])))
+        except Exception as e:
+            errors.append(f"device {i}: {_one_line(e)}")
+    reason = None if devices else "; ".join(errors) or "no usable device"
+    return CudaStatus(tuple(devices), reason, cupy.__version__, rt, drv)
+
+
+def _version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__

@@ -1,0 +1,298 @@
+"""SRCNN weights: the in-memory model, srgpu's .npz format, the authors' .mat importer, and
+resolution of ``--model`` (a built-in name, an .npz path or a .mat path)."""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_NAME = "srgpu-srcnn"
+FORMAT_VERSION = 1
+N1, N2 = 64, 32
+F1, F3 = 9, 5
+BUILTIN_ARCHS = ("9-1-5", "9-5-5")
+DEFAULT_ARCH = "9-1-5"
+SUPPORTED_SCALES = (2, 3, 4)
+ARRAY_NAMES = ("conv1_weight", "conv1_bias", "conv2_weight", "conv2_bias", "conv3_weight", "conv3_bias")
+
+
+class ModelError(ValueError):
+    """A model file or name that cannot be used; the message says exactly why."""
+
+
+@dataclass(frozen=True)
+class SRCNNModel:
+    """The three convolutions, weights laid out (out_channels, in_channels, kh, kw) for correlation.
+
+    ``scale`` is the upscale factor the model was trained for (None: unknown, any scale allowed).
+    """
+
+    conv1_weight: np.ndarray  # (64, 1, f1, f1)
+    conv1_bias: np.ndarray  # (64,)
+    conv2_weight: np.ndarray  # (32, 64, f2, f2)
+    conv2_bias: np.ndarray  # (32,)
+    conv3_weight: np.ndarray  # (1, 32, f3, f3)
+    conv3_bias: np.ndarray  # (1,)
+    scale: int | None = None
+    name: str = "srcnn"
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_arrays({n: getattr(self, n) for n in ARRAY_NAMES}, source=self.name)
+
+    @property
+    def f1(self) -> int:
+        return int(self.conv1_weight.shape[-1])
+
+    @property
+    def f2(self) -> int:
+        return int(self.conv2_weight.shape[-1])
+
+    @property
+    def f3(self) -> int:
+        return int(self.conv3_weight.shape[-1])
+
+    @property
+    def n1(self) -> int:
+        return int(self.conv1_weight.shape[0])
+
+    @property
+    def n2(self) -> int:
+        return int(self.conv2_weight.shape[0])
+
+    @property
+    def arch(self) -> str:
+        return f"{self.f1}-{self.f2}-{self.f3}"
+
+    @property
+    def halo(self) -> int:
+        """Input rows/columns each side that influence one output pixel."""
+        return self.f1 // 2 + self.f2 // 2 + self.f3 // 2
+
+    @property
+    def macs_per_pixel(self) -> int:
+        return self.n1 * self.f1**2 + self.n2 * self.n1 * self.f2**2 + self.n2 * self.f3**2
+
+    def arrays(self, dtype: type = np.float32) -> dict[str, np.ndarray]:
+        return {n: np.ascontiguousarray(getattr(self, n), dtype=dtype) for n in ARRAY_NAMES}
+
+    def check_scale(self, scale: int) -> None:
+        if self.scale is not None and scale != self.scale:
+            raise ModelError(
+                f"model {self.name} is trained for x{self.scale}, not x{scale}; "
+                f"choose --scale {self.scale} or a model for x{scale}"
+            )
+
+    def describe(self) -> str:
+        s = f"x{self.scale}" if self.scale else "any scale"
+        return f"{self.name} (SRCNN {self.arch}, {s})"
+
+
+def validate_arrays(arrays: dict[str, Any], source: str) -> None:
+    """Check names, ranks, shapes, dtypes and finiteness; raise ModelError naming the problem."""
+    missing = [n for n in ARRAY_NAMES if n not in arrays]
+    if missing:
+        raise ModelError(f"{source}: missing array(s) {', '.join(missing)}")
+    for n in ARRAY_NAMES:
+        a = arrays[n]
+        if not isinstance(a, np.ndarray) or not np.issubdtype(a.dtype, np.floating):
+            raise ModelError(f"{source}: {n} must be a float array, got {getattr(a, 'dtype', type(a).__name__)}")
+        if not np.all(np.isfinite(a)):
+            raise ModelError(f"{source}: {n} contains NaN or infinity")
+    w1, b1 = arrays["conv1_weight"], arrays["conv1_bias"]
+    w2, b2 = arrays["conv2_weight"], arrays["conv2_bias"]
+    w3, b3 = arrays["conv3_weight"], arrays["conv3_bias"]
+    for n, a, rank in (("conv1_weight", w1, 4), ("conv2_weight", w2, 4), ("conv3_weight", w3, 4),
+                       ("conv1_bias", b1, 1), ("conv2_bias", b2, 1), ("conv3_bias", b3, 1)):
+        if a.ndim != rank:
+            raise ModelError(f"{source}: {n} must have {rank} dimensions, has shape {a.shape}")
+    for n, a in (("conv1_weight", w1), ("conv2_weight", w2), ("conv3_weight", w3)):
+        if a.shape[2] != a.shape[3] or a.shape[2] % 2 == 0:
+            raise ModelError(f"{source}: {n} must have square odd-sized filters, has shape {a.shape}")
+    n1, n2 = w1.shape[0], w2.shape[0]
+    expect = {
+        "conv1_weight": (n1, 1, w1.shape[2], w1.shape[2]),
+        "conv1_bias": (n1,),
+        "conv2_weight": (n2, n1, w2.shape[2], w2.shape[2]),
+        "conv2_bias": (n2,),
+        "conv3_weight": (1, n2, w3.shape[2], w3.shape[2]),
+        "conv3_bias": (1,),
+    }
+    for n, shape in expect.items():
+        if arrays[n].shape != shape:
+            raise ModelError(f"{source}: {n} has shape {arrays[n].shape}, expected {shape}")
+
+
+# ---------------------------------------------------------------- srgpu .npz
+
+
+def save_npz(model: SRCNNModel, path: str | Path) -> None:
+    """Write the model as srgpu's .npz: float32 arrays plus a JSON ``metadata`` string."""
+    meta = dict(model.metadata)
+    meta.update(format=FORMAT_NAME, format_version=FORMAT_VERSION, arch=model.arch, scale=model.scale,
+                name=model.name, n1=model.n1, n2=model.n2)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        np.savez_compressed(f, metadata=np.array(json.dumps(meta, sort_keys=True)), **model.arrays(np.float32))
+    tmp.replace(path)
+
+
+def load_npz(path: str | Path) -> SRCNNModel:
+    path = Path(path)
+    src = str(path)
+    if not path.is_file():
+        raise ModelError(f"{src}: no such model file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            contents = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        raise ModelError(f"{src}: not a readable .npz model ({type(e).__name__}: {e})") from None
+    if "metadata" not in contents:
+        raise ModelError(f"{src}: not an srgpu model (no metadata array)")
+    try:
+        meta = json.loads(str(contents.pop("metadata")))
+    except json.JSONDecodeError as e:
+        raise ModelError(f"{src}: metadata is not valid JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise ModelError(f"{src}: not an srgpu model (format is {meta.get('format') if isinstance(meta, dict) else meta!r})")
+    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+        raise ModelError(f"{src}: model format version {meta['format_version']} is newer than this srgpu supports")
+    extra = sorted(set(contents) - set(ARRAY_NAMES))
+    if extra:
+        raise ModelError(f"{src}: unexpected array(s) {', '.join(extra)}")
+    validate_arrays(contents, src)
+    scale = meta.get("scale")
+    model = SRCNNModel(**{n: contents[n].astype(np.float32) for n in ARRAY_NAMES},
+                       scale=int(scale) if scale else None, name=str(meta.get("name", path.stem)),
+                       metadata=meta)
+    if meta.get("arch") not in (None, model.arch):
+        raise ModelError(f"{src}: metadata says architecture {meta['arch']} but the arrays are {model.arch}")
+    return model
+
+
+# ---------------------------------------------------------------- the authors' MATLAB files
+
+
+def load_mat(path: str | Path, scale: int | None = None) -> SRCNNModel:
+    """Import the authors' SRCNN .mat (layout in ../shared/data/README.md). For verification only.
+
+    The scale comes from ``scale`` or from an ``x<N>`` in the file name.
+    """
+    path = Path(path)
+    src = str(path)
+    try:
+        from scipy.io import loadmat
+    except ImportError:
+        raise ModelError("reading MATLAB .mat models needs scipy: pip install 'srgpu[mat]'") from None
+    if not path.is_file():
+        raise ModelError(f"{src}: no such model file")
+    try:
+        m = loadmat(str(path))
+    except Exception as e:  # scipy raises several types for damaged files
+        raise ModelError(f"{src}: not a readable MATLAB file ({type(e).__name__}: {e})") from None
+    need = ["weights_conv1", "biases_conv1", "weights_conv2", "biases_conv2", "weights_conv3", "biases_conv3"]
+    missing = [n for n in need if n not in m]
+    if missing:
+        raise ModelError(f"{src}: not an SRCNN model, missing {', '.join(missing)}")
+    w1 = np.asarray(m["weights_conv1"], dtype=np.float64)
+    w2 = np.asarray(m["weights_conv2"], dtype=np.float64)
+    w3 = np.asarray(m["weights_conv3"], dtype=np.float64)
+    try:
+        taps1, n1 = w1.shape
+        f1 = _square_side(taps1)
+        conv1 = np.stack([w1[:, i].reshape(f1, f1, order="F") for i in range(n1)])[:, None]
+        if w2.ndim == 2:  # MATLAB drops the singleton tap axis of a 1x1 layer
+            w2 = w2[:, None, :]
+        cin2, taps2, n2 = w2.shape
+        f2 = _square_side(taps2)
+        conv2 = np.stack([np.stack([w2[j, :, i].reshape(f2, f2, order="F") for j in range(cin2)])
+                          for i in range(n2)])
+        cin3, taps3 = w3.shape
+        f3 = _square_side(taps3)
+        conv3 = np.stack([w3[i, :].reshape(f3, f3, order="F") for i in range(cin3)])[None]
+    except ValueError as e:
+        raise ModelError(f"{src}: unexpected array layout ({e})") from None
+    if scale is None:
+        found = re.search(r"x(\d)", path.stem)
+        scale = int(found.group(1)) if found else None
+    return SRCNNModel(
+        conv1_weight=conv1, conv1_bias=np.asarray(m["biases_conv1"], np.float64).reshape(-1),
+        conv2_weight=conv2, conv2_bias=np.asarray(m["biases_conv2"], np.float64).reshape(-1),
+        conv3_weight=conv3, conv3_bias=np.asarray(m["biases_conv3"], np.float64).reshape(-1),
+        scale=scale, name=f"{path.parent.name}/{path.name}",
+        metadata={"provenance": f"imported from {path.name} (authors' SRCNN, verification only)"},
+    )
+
+
+def _square_side(n: int) -> int:
+    side = int(round(np.sqrt(n)))
+    if side * side != n:
+        raise ValueError(f"{n} taps is not a square filter")
+    return side
+
+
+# ---------------------------------------------------------------- --model resolution
+
+
+def builtin_path(arch: str, scale: int) -> Path:
+    return Path(str(resources.files("srgpu.weights").joinpath(f"srcnn_{arch}_x{scale}.npz")))
+
+
+def builtin_models() -> list[tuple[str, int, Path]]:
+    """(arch, scale, path) of every shipped model present in this installation."""
+    found = []
+    for arch in BUILTIN_ARCHS:
+        for s in SUPPORTED_SCALES:
+            p = builtin_path(arch, s)
+            if p.is_file():
+                found.append((arch, s, p))
+    return found
+
+
+def resolve_model(spec: str | None, scale: int) -> SRCNNModel:
+    """``--model``: a built-in architecture name (9-1-5, 9-5-5), an .npz or a .mat path."""
+    spec = spec or DEFAULT_ARCH
+    if scale not in SUPPORTED_SCALES:
+        raise ModelError(f"scale x{scale} is not supported; choose one of {', '.join(map(str, SUPPORTED_SCALES))}")
+    if spec in BUILTIN_ARCHS:
+        p = builtin_path(spec, scale)
+        if not p.is_file():
+            raise ModelError(f"no built-in {spec} model for x{scale} in this installation ({p} is missing)")
+        model = load_npz(p)
+    else:
+        p = Path(spec)
+        if p.suffix.lower() == ".mat":
+            model = load_mat(p)
+        elif p.suffix.lower() == ".npz":
+            model = load_npz(p)
+        elif not p.exists():
+            raise ModelError(f"unknown model {spec!r}: give {' or '.join(BUILTIN_ARCHS)}, an .npz or a .mat file")
+        else:
+            raise ModelError(f"{spec}: unsupported model file type (expected .npz or .mat)")
+    model.check_scale(scale)
+    return model
+
+
+def random_model(arch: str = "9-1-5", seed: int = 0, scale: int | None = None) -> SRCNNModel:
+    """Seeded random weights of the given architecture, for tests and benchmarks."""
+    f1, f2, f3 = (int(v) for v in arch.split("-"))
+    rng = np.random.default_rng(seed)
+
+    def w(*shape: int) -> np.ndarray:
+        fan_in = int(np.prod(shape[1:]))
+        return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+    return SRCNNModel(
+        conv1_weight=w(N1, 1, f1, f1), conv1_bias=(rng.standard_normal(N1) * 0.05).astype(np.float32),
+        conv2_weight=w(N2, N1, f2, f2), conv2_bias=(rng.standard_normal(N2) * 0.05).astype(np.float32),
+        conv3_weight=w(1, N2, f3, f3), conv3_bias=(rng.standard_normal(1) * 0.05).astype(np.float32),
+        scale=scale, name=f"random-{arch}-seed{seed}",
+    )
