@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Train srgpu's own SRCNN weights (PyTorch; `pip install 'srgpu[train]'`).
+
+Data: HR images (folders, or a pack made by scripts/pack_train_data.py), Y channel by MATLAB
+rgb2ycbcr. Inputs are made with exactly the evaluation's degradation: srgpu.resize.imresize
+(MATLAB bicubic, antialiased) down by 1/s and back up by s, on modcropped HR planes. Extra
+training planes come from HR images downscaled by the --hr-scales factors (same imresize).
+Augmentation: the 8 flips/transposes, which commute exactly with that degradation for
+modcropped planes (the kernel and the pixel-centre mapping are symmetric).
+
+The network is the inference network: 'same' convolutions with replicate padding at every
+layer. The loss is MSE on each patch's centre, away from the patch's cut edges, so every
+pixel it scores saw the same context it sees at inference.
+
+A validation split (every --val-every-nth plane of the sorted list, original scale only) drives
+model selection; Set5, if given, is only reported. Seeded; the result is deterministic up to
+cuDNN's non-deterministic kernels (set --deterministic to forbid them).
+
+    python3 scripts/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
+        --iters 60000 --out weights/srcnn_9-1-5_x2.npz --set5 ../shared/data/eval/Set5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from srgpu.evaluate import degrade, evaluate_folder, image_files, luma_uint8, mean_scores, modcrop  # noqa: E402
+from srgpu.imagefile import read_image  # noqa: E402
+from srgpu.metrics import psnr, shave  # noqa: E402
+from srgpu.color import quantize  # noqa: E402
+from srgpu.model import SRCNNModel, save_npz  # noqa: E402
+from srgpu.resize import imresize  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+# ---------------------------------------------------------------- data
+
+
+def load_planes(sources: list[Path]) -> tuple[list[np.ndarray], list[str]]:
+    planes, names = [], []
+    for src in sources:
+        if src.suffix == ".npz":
+            with np.load(src, allow_pickle=False) as z:
+                flat, shapes, nm = z["y"], z["shapes"], z["names"]
+            off = 0
+            for (h, w), n in zip(shapes, nm):
+                planes.append(flat[off : off + h * w].reshape(h, w))
+                names.append(str(n))
+                off += h * w
+        else:
+            for p in image_files(src):
+                planes.append(luma_uint8(read_image(p)))
+                names.append(f"{src.name}/{p.name}")
+    order = np.argsort(names)
+    return [planes[i] for i in order], [names[i] for i in order]
+
+
+def make_pair(args: tuple[np.ndarray, int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """HR uint8 plane -> (bicubic input, HR target) float32, the evaluation's degradation."""
+    plane, scale, hr_scale = args
+    hr = plane.astype(np.float64) / 255.0
+    if hr_scale != 1.0:
+        hr = np.clip(imresize(hr, hr_scale), 0.0, 1.0)
+        hr = quantize(hr, np.uint8).astype(np.float64) / 255.0  # as if it were an 8-bit HR image
+    hr = modcrop(hr, scale)
+    lr = imresize(hr, 1.0 / scale)
+    bic = imresize(lr, float(scale))
+    return bic.astype(np.float32), hr.astype(np.float32)
+
+
+def extract_patches(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = [], []
+    for bic, hr in pairs:
+        h, w = hr.shape
+        for r in range(0, h - size + 1, stride):
+            for c in range(0, w - size + 1, stride):
+                xs.append(bic[r : r + size, c : c + size])
+                ys.append(hr[r : r + size, c : c + size])
+    return np.stack(xs), np.stack(ys)
+
+
+# ---------------------------------------------------------------- network
+
+
+class SRCNN(torch.nn.Module):
+    def __init__(self, f1: int, f2: int, f3: int, n1: int = 64, n2: int = 32) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, n1, f1)
+        self.conv2 = torch.nn.Conv2d(n1, n2, f2)
+        self.conv3 = torch.nn.Conv2d(n2, 1, f3)
+        for conv in (self.conv1, self.conv2):
+            torch.nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
+            torch.nn.init.zeros_(conv.bias)
+        torch.nn.init.normal_(self.conv3.weight, std=1e-3)
+        torch.nn.init.zeros_(self.conv3.bias)
+
+    @staticmethod
+    def same(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+        r = conv.kernel_size[0] // 2
+        return conv(F.pad(x, (r, r, r, r), mode="replicate") if r else x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.same(self.conv1, x))
+        x = F.relu(self.same(self.conv2, x))
+        return self.same(self.conv3, x)
+
+    @property
+    def halo(self) -> int:
+        return sum(c.kernel_size[0] // 2 for c in (self.conv1, self.conv2, self.conv3))
+
+    def to_model(self, scale: int, name: str, metadata: dict) -> SRCNNModel:
+        def a(t: torch.Tensor) -> np.ndarray:
+            return t.detach().cpu().numpy().astype(np.float32)
+
+        return SRCNNModel(
+            conv1_weight=a(self.conv1.weight), conv1_bias=a(self.conv1.bias),
+            conv2_weight=a(self.conv2.weight), conv2_bias=a(self.conv2.bias),
+            conv3_weight=a(self.conv3.weight), conv3_bias=a(self.conv3.bias),
+            scale=scale, name=name, metadata=metadata,
+        )
+
+
+def dihedral(x: torch.Tensor, k: int) -> torch.Tensor:
+    if k & 1:
+        x = x.flip(-1)
+    if k & 2:
+        x = x.flip(-2)
+    if k & 4:
+        x = x.transpose(-1, -2)
+    return x
+
+
+@torch.no_grad()
+def validate(net: SRCNN, pairs: list[tuple[np.ndarray, np.ndarray]], scale: int, device: torch.device) -> float:
+    """Mean Y-PSNR on the validation planes, quantised and shaved as the evaluation does."""
+    net.eval()
+    scores = []
+    for bic, hr in pairs:
+        out = net(torch.from_numpy(bic)[None, None].to(device))[0, 0].double().cpu().numpy()
+        scores.append(psnr(shave(quantize(hr, np.uint8), scale), shave(quantize(out, np.uint8), scale)))
+    net.train()
+    return float(np.mean(scores))
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--arch", default="9-1-5", help="f1-f2-f3, e.g. 9-1-5 or 9-5-5")
+    ap.add_argument("--scale", type=int, required=True)
+    ap.add_argument("--data", type=Path, nargs="+", required=True, help="HR image folders or a .npz pack")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--iters", type=int, default=60000)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--patch", type=int, default=48, help="scored centre size of a patch")
+    ap.add_argument("--stride", type=int, default=24)
+    ap.add_argument("--hr-scales", type=float, nargs="+", default=[1.0, 0.8, 0.6])
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr-final", type=float, default=1e-6)
+    ap.add_argument("--warmup", type=int, default=1000)
+    ap.add_argument("--val-every-nth", type=int, default=15, help="every n-th plane is held out")
+    ap.add_argument("--val-interval", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--set5", type=Path, help="report (never select on) Set5 PSNR at the end")
+    ap.add_argument("--init", type=Path, help="start from an srgpu .npz of the same architecture")
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--log", type=Path)
+    args = ap.parse_args()
+
+    f1, f2, f3 = (int(v) for v in args.arch.split("-"))
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    device = torch.device(args.device)
+    torch.backends.cudnn.benchmark = not args.deterministic
+    torch.backends.cudnn.deterministic = args.deterministic
+    # exact fp32 arithmetic: the shipped network is evaluated in fp32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    log_f = open(args.log, "a") if args.log else None
+
+    def log(msg: str) -> None:
+        line = f"[{args.arch} x{args.scale}] {msg}"
+        print(line, flush=True)
+        if log_f:
+            log_f.write(line + "\n")
+            log_f.flush()
+
+    t0 = time.time()
+    planes, names = load_planes(args.data)
+    val_idx = set(range(0, len(planes), args.val_every_nth))
+    train_planes = [p for i, p in enumerate(planes) if i not in val_idx]
+    val_planes = [p for i, p in enumerate(planes) if i in val_idx]
+    jobs = [(p, args.scale, hs) for p in train_planes for hs in args.hr_scales]
+    with ProcessPoolExecutor(args.workers) as pool:
+        train_pairs = list(pool.map(make_pair, jobs, chunksize=8))
+        val_pairs = list(pool.map(make_pair, [(p, args.scale, 1.0) for p in val_planes]))
+    net = SRCNN(f1, f2, f3).to(device)
+    halo = net.halo
+    size = args.patch + 2 * halo
+    xs, ys = extract_patches(train_pairs, size, args.stride)
+    x_all = torch.from_numpy(xs).to(device)[:, None]
+    y_all = torch.from_numpy(ys[:, halo : halo + args.patch, halo : halo + args.patch]).to(device)[:, None]
+    log(f"{len(train_planes)} train planes x {len(args.hr_scales)} HR scales -> {len(xs)} patches of {size}px; "
+        f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
+
+    if args.init:
+        from srgpu.model import load_npz
+
+        init = load_npz(args.init)
+        with torch.no_grad():
+            for i, conv in enumerate((net.conv1, net.conv2, net.conv3), start=1):
+                conv.weight.copy_(torch.from_numpy(getattr(init, f"conv{i}_weight")))
+                conv.bias.copy_(torch.from_numpy(getattr(init, f"conv{i}_bias")))
+        log(f"initialised from {args.init}")
+
+    # the last layer learns slower, as in the paper (1e-4 vs 1e-5 there)
+    opt = torch.optim.Adam([
+        {"params": list(net.conv1.parameters()) + list(net.conv2.parameters()), "lr_mult": 1.0},
+        {"params": list(net.conv3.parameters()), "lr_mult": 0.1},
+    ], lr=args.lr)
+
+    def lr_at(it: int) -> float:
+        if it < args.warmup:
+            return args.lr * (it + 1) / args.warmup
+        p = (it - args.warmup) / max(1, args.iters - args.warmup)
+        return args.lr_final + 0.5 * (args.lr - args.lr_final) * (1 + math.cos(math.pi * p))
+
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    aug_rng = np.random.default_rng(args.seed)
+    best: tuple[float, int, dict | None] = (-1.0, 0, None)
+    history: list[tuple[int, float]] = []
+    t_train = time.time()
+
+    def metadata(done: int) -> dict:
+        return {
+            "provenance": "trained by srgpu scripts/train.py",
+            "data": [str(d) for d in args.data],
+            "train_planes": len(train_planes), "val_planes": len(val_pairs),
+            "hr_scales": args.hr_scales, "patches": int(len(xs)),
+            "iterations": args.iters, "iterations_done": done, "selected_iteration": best[1],
+            "batch": args.batch, "patch": args.patch, "lr": args.lr, "seed": args.seed, "commit": git_commit(),
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "train_seconds": round(time.time() - t_train, 1), "validation_psnr": round(best[0], 4),
+            "validation_history": history, "command": " ".join(sys.argv),
+        }
+
+    def best_model(meta: dict) -> SRCNNModel:
+        snapshot = SRCNN(f1, f2, f3)
+        snapshot.load_state_dict({k_: t.cpu() for k_, t in best[2].items()})
+        return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}-x{args.scale}", meta)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for it in range(args.iters):
+        lr = lr_at(it)
+        for g in opt.param_groups:
+            g["lr"] = lr * g["lr_mult"]
+        idx = torch.randint(0, x_all.shape[0], (args.batch,), device=device, generator=gen)
+        k = int(aug_rng.integers(8))
+        x = dihedral(x_all[idx], k)
+        y = dihedral(y_all[idx], k)
+        out = net(x)[..., halo : halo + args.patch, halo : halo + args.patch]
+        loss = F.mse_loss(out, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if (it + 1) % args.val_interval == 0 or it + 1 == args.iters:
+            v = validate(net, val_pairs, args.scale, device)
+            history.append((it + 1, round(v, 4)))
+            if v > best[0]:
+                best = (v, it + 1, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
+                # a checkpoint of the best so far, so an interrupted run still leaves a usable model
+                save_npz(best_model(metadata(it + 1)), args.out)
+            el = time.time() - t_train
+            log(f"iter {it + 1}/{args.iters} lr {lr:.2e} loss {float(loss.detach()):.3e} val {v:.3f} dB "
+                f"(best {best[0]:.3f} @ {best[1]}) {el:.0f}s {1000 * el / (it + 1):.2f} ms/iter")
+
+    meta = metadata(args.iters)
+    model = best_model(meta)
+    if args.set5:
+        bic, sr = mean_scores(list(evaluate_folder(args.set5, model, args.scale)))
+        meta.update(set5_psnr=round(sr.psnr, 4), set5_bicubic_psnr=round(bic.psnr, 4), set5_ssim=round(sr.ssim, 5))
+        model = best_model(meta)
+        log(f"Set5 (report only): bicubic {bic.psnr:.3f} dB, SRCNN {sr.psnr:.3f} dB, SSIM {sr.ssim:.4f}")
+    save_npz(model, args.out)
+    log(f"wrote {args.out}: val {best[0]:.3f} dB at iter {best[1]}, {meta['train_seconds']:.0f}s training")
+    print(json.dumps({"out": str(args.out), "validation_psnr": meta["validation_psnr"],
+                      "selected_iteration": best[1], "set5_psnr": meta.get("set5_psnr")}), flush=True)
+
+if __name__ == "__main__":
+    main()
