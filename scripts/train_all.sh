@@ -2,25 +2,27 @@
 # Train all six shipped models at once on one GPU (they are small: six processes share it well).
 #   scripts/train_all.sh OUTDIR [extra train.py args...]
 # Iterations per architecture: ITERS_915, ITERS_955 (defaults below). Data: .pack/train_y.npz
-# (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5.
+# (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift
 cd "$(dirname "$0")/.."
 data=${TRAIN_DATA:-.pack/train_y.npz}
 set5=${SET5:-../shared/data/eval/Set5}
 [ -d "$set5" ] || set5=shared/data/eval/Set5
-mkdir -p "$out"
+logs=${LOGDIR:-$out}
+mkdir -p "$out" "$logs"
 pids=()
 for arch in 9-1-5 9-5-5; do
   if [ "$arch" = 9-1-5 ]; then iters=${ITERS_915:-60000}; else iters=${ITERS_955:-30000}; fi
   for s in 2 3 4; do
     python3 scripts/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
       --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${arch}_x${s}.npz" \
-      --log "$out/train_${arch}_x${s}.log" "$@" > "$out/stdout_${arch}_x${s}.txt" 2>&1 &
+      --log "$logs/train_${arch}_x${s}.log" "$@" > "$logs/stdout_${arch}_x${s}.txt" 2>&1 &
     pids+=($!)
   done
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
-grep -h "Set5\|wrote" "$out"/train_*.log || true
+cat "$logs"/train_*.log
+[ $rc = 0 ] || tail -n 20 "$logs"/stdout_*.txt
 exit $rc
