@@ -1,0 +1,328 @@
+"""The ``srgpu`` command: thin Typer commands over the library. One function per command; this
+module owns the progress bars and all printing. Expected errors print one line
+``srgpu: error: ...`` on stderr and exit non-zero, without a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+from tqdm import tqdm
+
+from . import __version__
+from .engine import Engine, EngineError, create_engine
+from .imagefile import ImageFileError
+from .images import BatchError, BatchResult, Job, Outcome, Plan, VideoSettings, plan_batch, run_batch
+from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
+
+app = typer.Typer(
+    name="srgpu",
+    help="SRCNN super-resolution for videos and image folders, on the GPU (CuPy/CUDA) or the CPU.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,  # unexpected errors keep a plain traceback (they are bugs)
+    rich_markup_mode=None,  # plain click messages: usage errors stay short
+)
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are the user's input or environment, reported in one line."""
+    from .demo import DemoError
+
+    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError]
+    with contextlib.suppress(ImportError):
+        from .video.api import VideoError
+
+        errors.append(VideoError)
+    return tuple(errors)
+
+
+def _error(message: str) -> None:
+    tqdm.write(f"srgpu: error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _reported() -> Iterator[None]:
+    """Turn expected errors into one line on stderr and exit status 1; Ctrl-C into status 130."""
+    try:
+        yield
+    except _expected_errors() as e:
+        _error(str(e))
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        _error("interrupted")
+        raise typer.Exit(130) from None
+
+
+def _info(message: str, quiet: bool) -> None:
+    if not quiet:
+        tqdm.write(f"srgpu: {message}", file=sys.stderr)
+
+
+def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool) -> Engine:
+    """create_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        engine = create_engine(device, model, scale)
+    why = "; ".join(str(w.message).replace("GPU not used, running on the CPU: ", "GPU not used: ")
+                    for w in caught if issubclass(w.category, RuntimeWarning))
+    _info(f"device: {_describe_engine(engine)}{f' ({why})' if why else ''}; model: {model.describe()}", quiet)
+    return engine
+
+
+def _describe_engine(engine: Engine) -> str:
+    description = getattr(engine, "description", None)
+    if description:
+        return str(description)
+    return "CPU" if engine.name == "cpu" else engine.name
+
+
+# ---------------------------------------------------------------- upscale
+
+
+class _Progress:
+    """tqdm bars for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA)."""
+
+    def __init__(self, plan: Plan, quiet: bool) -> None:
+        self.quiet = quiet
+        self.single = plan.single
+        self.files: tqdm | None = None
+        self.frames: tqdm | None = None
+        all_images = not plan.has_video
+        if not quiet and (not plan.single or all_images):
+            self.files = tqdm(total=len(plan.jobs), unit="img" if all_images else "file",
+                              desc="upscale", file=sys.stderr, dynamic_ncols=True)
+
+    def start(self, job: Job) -> None:
+        if job.kind == "video" and not self.quiet:
+            self.frames = tqdm(total=None, unit="frame", desc=job.src.name, file=sys.stderr,
+                               dynamic_ncols=True, leave=self.single)
+
+    def frames_done(self, increment: int, total: int | None) -> None:
+        if self.frames is None:
+            return
+        if total and self.frames.total != total:
+            self.frames.total = total
+            self.frames.refresh()
+        self.frames.update(increment)
+
+    def done(self, outcome: Outcome) -> None:
+        if self.frames is not None:
+            self.frames.close()
+            self.frames = None
+        if outcome.status == "failed" and not self.single:
+            _error(outcome.message)
+        if self.files is not None:
+            self.files.update(1)
+
+    def close(self) -> None:
+        for bar in (self.frames, self.files):
+            if bar is not None:
+                bar.close()
+
+
+def _report_batch(result: BatchResult, quiet: bool) -> None:
+    if result.single:
+        outcome = result.outcomes[0]
+        if outcome.status == "failed":
+            _error(outcome.message)
+        elif not quiet:
+            print(f"wrote {outcome.job.dst} ({outcome.seconds:.1f} s)")
+        return
+    if not quiet:
+        print(result.summary())
+    if result.failed:
+        _error(f"{len(result.failed)} of {len(result.outcomes)} files failed: "
+               + ", ".join(str(o.job.src) for o in result.failed))
+
+
+@app.command()
+def upscale(
+    input: Path = typer.Argument(..., help="An image, a video, or a folder (recursive; may mix both)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Output file, or folder for a folder input."),
+    scale: int = typer.Option(2, "--scale", "-s", help="Upscale factor: 2, 3 or 4."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace outputs that exist."),
+    format: Optional[str] = typer.Option(None, "--format", "-f", help="Image output format: png, jpg or webp "
+                                         "(default: keep each image's format)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
+    codec: str = typer.Option("libx264", "--codec", help="Video encoder (libx264, libx265, ffv1, ...)."),
+    crf: Optional[int] = typer.Option(None, "--crf", help="Video encoder quality (CRF)."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Video encoder preset."),
+    pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", help="Video output pixel format."),
+    encoder_arg: List[str] = typer.Option([], "--encoder-arg", help="Extra ffmpeg encoder argument "
+                                          "(repeatable, e.g. --encoder-arg=-tune --encoder-arg=film)."),
+) -> None:
+    """Upscale an image, a video, or a folder of them with SRCNN."""
+    with _reported():
+        plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
+        srcnn = resolve_model(model, scale)
+        video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg))
+        with _make_engine(device, srcnn, scale, quiet) as engine:
+            progress = _Progress(plan, quiet)
+            try:
+                result = run_batch(plan, engine, scale, video, on_start=progress.start,
+                                   on_done=progress.done, on_frames=progress.frames_done)
+            finally:
+                progress.close()
+        _report_batch(result, quiet)
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
+
+
+# ---------------------------------------------------------------- eval
+
+
+def eval_report(results: list, scale: int, model: SRCNNModel) -> dict:
+    """The ``eval --json`` object (schema in README.md)."""
+    from .evaluate import mean_scores
+
+    def scores(s: object) -> dict:
+        return {"psnr": float(s.psnr), "ssim": float(s.ssim)}  # type: ignore[attr-defined]
+
+    bic, sr = mean_scores(results)
+    return {
+        "scale": scale,
+        "model": model.name,
+        "images": [{"name": r.name, "bicubic": scores(r.bicubic), "srcnn": scores(r.srcnn)} for r in results],
+        "mean": {"bicubic": scores(bic), "srcnn": scores(sr)},
+    }
+
+
+@app.command("eval")
+def eval_command(
+    folder: Path = typer.Argument(..., help="Folder of HR images (e.g. Set5)."),
+    scale: int = typer.Option(..., "--scale", "-s", help="2, 3 or 4."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64)."""
+    from .evaluate import evaluate_folder, image_files
+
+    with _reported():
+        if not folder.is_dir():
+            raise BatchError(f"{folder}: not a folder")
+        if not image_files(folder):
+            raise BatchError(f"{folder}: no images to evaluate")
+        srcnn = resolve_model(model, scale)
+        results = []
+        if not as_json:
+            print(f"{srcnn.describe()}, x{scale}, {folder}")
+            print(f"{'image':<24} {'bicubic PSNR':>12} {'SSIM':>7} {'SRCNN PSNR':>11} {'SSIM':>7}")
+        for r in evaluate_folder(folder, srcnn, scale):
+            results.append(r)
+            if not as_json:
+                print(f"{r.name:<24} {r.bicubic.psnr:12.2f} {r.bicubic.ssim:7.4f} {r.srcnn.psnr:11.2f} {r.srcnn.ssim:7.4f}")
+        report = eval_report(results, scale, srcnn)
+        if as_json:
+            print(json.dumps(report, indent=2))
+        else:
+            m = report["mean"]
+            print(f"{'mean':<24} {m['bicubic']['psnr']:12.2f} {m['bicubic']['ssim']:7.4f} "
+                  f"{m['srcnn']['psnr']:11.2f} {m['srcnn']['ssim']:7.4f}")
+
+
+# ---------------------------------------------------------------- info
+
+
+def _ffmpeg_version() -> str:
+    try:
+        import imageio_ffmpeg
+
+        exe = imageio_ffmpeg.get_ffmpeg_exe()
+        first = subprocess.run([exe, "-version"], capture_output=True, text=True, timeout=20).stdout.splitlines()
+        return f"{first[0] if first else 'unknown version'} ({exe})"
+    except Exception as e:  # reporting only: say what is wrong, never fail `info`
+        return f"not available ({type(e).__name__}: {e})"
+
+
+def _module_version(name: str) -> str:
+    try:
+        module = __import__(name)
+        return str(getattr(module, "__version__", "installed"))
+    except Exception as e:
+        return f"not importable ({type(e).__name__})"
+
+
+@app.command()
+def info() -> None:
+    """Versions, CUDA devices (or why none is usable) and the models available."""
+    from .gpuinfo import cuda_status
+    from .images import video_support
+
+    print(f"srgpu {__version__} (python {platform.python_version()}, {platform.machine()})")
+    for name in ("numpy", "cv2", "cupy", "typer", "tqdm", "imageio_ffmpeg"):
+        print(f"  {name:<15} {_module_version(name)}")
+    print(f"  {'ffmpeg':<15} {_ffmpeg_version()}")
+    print(f"  {'video support':<15} {'yes' if video_support() else 'no (srgpu.video is not available)'}")
+    status = cuda_status()
+    print(f"CUDA: runtime {status.cuda_runtime or '-'}, driver {status.driver or '-'}, cupy {status.cupy_version or '-'}")
+    if status.usable:
+        for d in status.devices:
+            print(f"  cuda:{d.index} {d.name}, compute {d.compute_capability}, {d.multiprocessors} SMs, "
+                  f"{d.free_memory / 2**30:.1f} of {d.total_memory / 2**30:.1f} GiB free")
+    else:
+        print(f"  no usable CUDA device: {status.reason}; the CPU engine is used")
+    models = builtin_models()
+    print("models:" if models else "models: none built in (use --model FILE.npz or FILE.mat)")
+    for arch, s, path in models:
+        default = " (default)" if arch == DEFAULT_ARCH and s == 2 else ""
+        print(f"  {arch} x{s}{default}  {path}")
+
+
+# ---------------------------------------------------------------- demo
+
+
+@app.command()
+def demo(
+    folder: Path = typer.Option(Path("srgpu-demo"), "--dir", help="Where to put the sample and its upscale."),
+    seconds: float = typer.Option(2.0, "--seconds", help="Length of the sample clip."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
+) -> None:
+    """Render a short clip from ffmpeg's test source and upscale it x2 with the default model."""
+    from .demo import ClipSpec, DemoError, render_clip
+    from .images import video_support
+
+    with _reported():
+        if not video_support():
+            raise DemoError("video support (srgpu.video) is not available in this installation")
+        if seconds <= 0:
+            raise DemoError("--seconds must be positive")
+        if not folder.parent.is_dir():
+            raise BatchError(f"{folder.parent}: output directory does not exist")
+        folder.mkdir(exist_ok=True)
+        srcnn = resolve_model(DEFAULT_ARCH, 2)  # before rendering: a missing model fails at once
+        spec = ClipSpec(seconds=seconds)
+        src = render_clip(folder / "testsrc2_320x180.mp4", spec)
+        _info(f"rendered {src} ({spec.width}x{spec.height}, {spec.fps} fps, {spec.seconds:g} s, "
+              f"ffmpeg {spec.source} + 440 Hz tone)", quiet)
+        plan = plan_batch(src, folder / "testsrc2_640x360_srcnn_x2.mp4", overwrite=True)
+        with _make_engine(device, srcnn, 2, quiet) as engine:
+            progress = _Progress(plan, quiet)
+            try:
+                result = run_batch(plan, engine, 2, on_start=progress.start, on_done=progress.done,
+                                   on_frames=progress.frames_done)
+            finally:
+                progress.close()
+        _report_batch(result, True)
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
+        print(f"source: {src.resolve()}")
+        print(f"output: {plan.jobs[0].dst.resolve()}")
+
+
+def main() -> None:
+    app(prog_name="srgpu")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Batch upscaling of one image or a folder tree (which may also hold videos), as a library.
+
+The CLI plans a batch with :func:`plan_batch`, runs it with :func:`run_batch` and prints the
+:class:`BatchResult`. Per-file problems (a corrupt image, a video that fails) are collected in the
+result and the rest of the batch goes on; problems with the request itself (missing input, missing
+output directory, output equal to input, output exists) raise :class:`BatchError` before any work.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+import numpy as np
+
+from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
+from .engine.base import Engine, PlaneSpec
+from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
+
+try:  # video support is its own package; images work without it
+    from .video import api as _video
+except ImportError:  # pragma: no cover - only while srgpu.video is incomplete
+    _video = None
+
+OUTPUT_FORMATS = ("png", "jpg", "webp")
+_NO_ALPHA = frozenset({".jpg", ".jpeg"})
+_EIGHT_BIT_ONLY = frozenset({".jpg", ".jpeg", ".webp", ".bmp"})
+# used only to recognise a video (and say that video support is missing) when srgpu.video is absent
+_FALLBACK_VIDEO_EXTENSIONS = frozenset({".mp4", ".mkv", ".mov", ".webm", ".avi", ".m4v", ".ts"})
+
+Kind = Literal["image", "video", "unsupported"]
+Status = Literal["done", "skipped", "failed"]
+
+
+class BatchError(ValueError):
+    """The request itself cannot be carried out (nothing was processed); the message says why."""
+
+
+def video_support() -> bool:
+    return _video is not None
+
+
+def is_video(path: Path) -> bool:
+    if _video is not None:
+        return bool(_video.is_video_file(path))
+    return path.suffix.lower() in _FALLBACK_VIDEO_EXTENSIONS
+
+
+def media_kind(path: Path) -> Kind:
+    if path.suffix.lower() in IMAGE_EXTENSIONS:
+        return "image"
+    if is_video(path):
+        return "video"
+    return "unsupported"
+
+
+@dataclass(frozen=True)
+class Job:
+    src: Path
+    dst: Path
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: tuple[Job, ...]
+    single: bool  # one file given on the command line (errors are the run's errors, no summary)
+    overwrite: bool
+    input_root: Path
+    output_root: Path
+
+    @property
+    def has_video(self) -> bool:
+        return any(j.kind == "video" for j in self.jobs)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    status: Status
+    message: str = ""  # why it was skipped or what failed
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    outcomes: tuple[Outcome, ...]
+    seconds: float
+    single: bool = False
+
+    def _with(self, status: Status) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.status == status)
+
+    @property
+    def done(self) -> tuple[Outcome, ...]:
+        return self._with("done")
+
+    @property
+    def skipped(self) -> tuple[Outcome, ...]:
+        return self._with("skipped")
+
+    @property
+    def failed(self) -> tuple[Outcome, ...]:
+        return self._with("failed")
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def summary(self) -> str:
+        parts = [f"{len(self.done)} upscaled", f"{len(self.skipped)} skipped (output exists)",
+                 f"{len(self.failed)} failed"]
+        return ", ".join(parts) + f" in {self.seconds:.1f} s"
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """Encoder settings passed through to srgpu.video for video jobs."""
+
+    codec: str = "libx264"
+    crf: int | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ---------------------------------------------------------------- planning
+
+
+def _output_suffix(src: Path, fmt: str | None) -> str:
+    if fmt is None:
+        return src.suffix
+    return "." + fmt.lower().lstrip(".")
+
+
+def _check_format(fmt: str | None) -> None:
+    if fmt is not None and fmt.lower().lstrip(".") not in OUTPUT_FORMATS:
+        raise BatchError(f"unsupported --format {fmt!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
+
+
+def _same(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def walk(folder: Path, exclude: Path | None = None) -> list[Path]:
+    """Every non-hidden file under ``folder``, sorted, not descending into ``exclude`` (the output
+    folder when it lies inside the input) or hidden folders, not following directory links."""
+    found: list[Path] = []
+    excluded = exclude.resolve() if exclude is not None else None
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        here = Path(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                         and (excluded is None or (here / d).resolve() != excluded))
+        found.extend(here / f for f in sorted(files) if not f.startswith("."))
+    return found
+
+
+def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, overwrite: bool = False) -> Plan:
+    """Decide every (source, destination) pair, or raise BatchError for a request that cannot work.
+
+    One file: ``output_path`` is the output file, or an existing folder to put it in; its folder must
+    exist; an existing output needs ``overwrite``. A folder: the tree is mirrored under
+    ``output_path`` (created if its parent exists); outputs that exist are skipped unless
+    ``overwrite``; files that are neither images nor videos are reported as failures.
+    """
+    input_path, output_path = Path(input_path), Path(output_path)
+    _check_format(fmt)
+    if not input_path.exists():
+        raise BatchError(f"{input_path}: no such file or directory")
+    if input_path.is_dir():
+        return _plan_folder(input_path, output_path, fmt, overwrite)
+    return _plan_file(input_path, output_path, fmt, overwrite)
+
+
+def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
+    kind = media_kind(src)
+    if kind == "unsupported":
+        raise BatchError(f"{src}: not an image or video file (unknown extension {src.suffix or '(none)'!r})")
+    if out.is_dir():
+        out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else src.suffix))
+    elif not out.parent.is_dir():
+        raise BatchError(f"{out.parent}: output directory does not exist")
+    if kind == "image":
+        if out.suffix.lower() not in IMAGE_EXTENSIONS:
+            raise BatchError(f"{out}: cannot write an image with extension {out.suffix or '(none)'!r}")
+        if fmt is not None and out.suffix.lower().lstrip(".") != fmt.lower() and not (
+                fmt.lower() == "jpg" and out.suffix.lower() == ".jpeg"):
+            raise BatchError(f"{out}: extension does not match --format {fmt}")
+    elif fmt is not None:
+        raise BatchError("--format applies to images, not to a video input")
+    if _same(src, out):
+        raise BatchError(f"{out}: output is the input file")
+    if out.exists() and not overwrite:
+        raise BatchError(f"{out}: output exists (use --overwrite to replace it)")
+    return Plan((Job(src, out, kind),), single=True, overwrite=overwrite, input_root=src.parent,
+                output_root=out.parent)
+
+
+def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool) -> Plan:
+    if _same(src_dir, out_dir):
+        raise BatchError(f"{out_dir}: output folder is the input folder")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BatchError(f"{out_dir}: output for a folder must be a folder, and this is a file")
+    if not out_dir.exists() and not out_dir.parent.is_dir():
+        raise BatchError(f"{out_dir.parent}: output directory does not exist")
+    exclude = out_dir if _inside(out_dir, src_dir) else None
+    jobs = []
+    for src in walk(src_dir, exclude):
+        rel = src.relative_to(src_dir)
+        kind = media_kind(src)
+        dst = out_dir / rel
+        if kind == "image":
+            dst = dst.with_suffix(_output_suffix(src, fmt))
+        jobs.append(Job(src, dst, kind))
+    if not jobs:
+        raise BatchError(f"{src_dir}: no files to upscale")
+    return Plan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
+
+
+# ---------------------------------------------------------------- one image
+
+
+def upscale_image(image: np.ndarray, engine: Engine, scale: int) -> np.ndarray:
+    """Upscale a decoded image (uint8/uint16; gray, RGB or RGBA) by ``scale``, same dtype and layout.
+
+    Gray: the plane itself goes through SRCNN (as the authors' protocol treats gray images).
+    RGB: BT.601 YCbCr in float; Y through SRCNN, Cb and Cr bicubic; back to RGB, rounded.
+    Alpha: bicubic, in the image's own integer depth.
+    """
+    if image.dtype not in (np.uint8, np.uint16):
+        raise ImageFileError(f"unsupported sample type {image.dtype}")
+    top = int(np.iinfo(image.dtype).max)
+    h, w = image.shape[:2]
+    out_shape = (h * scale, w * scale)
+    if image.ndim == 2:
+        return engine.srcnn_plane(image, out_shape, top)
+    if image.ndim != 3 or image.shape[2] not in (3, 4):
+        raise ImageFileError(f"unsupported image layout {image.shape}")
+    ycc = rgb_to_ycbcr(image[..., :3].astype(np.float64) / top)
+    planes = [ycc[..., i].astype(np.float32) for i in range(3)]
+    specs = [PlaneSpec(out_shape, True), PlaneSpec(out_shape, False), PlaneSpec(out_shape, False)]
+    if image.shape[2] == 4:
+        planes.append(np.ascontiguousarray(image[..., 3]))
+        specs.append(PlaneSpec(out_shape, False))
+    outs = engine.upscale_frame(planes, specs, top)
+    rgb = quantize(ycbcr_to_rgb(np.stack(outs[:3], axis=-1)), image.dtype, top)
+    if image.shape[2] == 4:
+        return np.concatenate([rgb, outs[3][..., None].astype(image.dtype)], axis=-1)
+    return rgb
+
+
+def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np.ndarray:
+    """Adapt an image to what the output format can hold: 8-bit formats get 16-bit data rounded to
+    8 bits (asked for by --format); JPEG cannot store alpha, which is an error (nothing is dropped
+    silently)."""
+    suffix = suffix.lower()
+    if suffix in _NO_ALPHA and image.ndim == 3 and image.shape[2] == 4:
+        name = f"{src}: " if src else ""
+        raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
+    if suffix in _EIGHT_BIT_ONLY and image.dtype == np.uint16:
+        return quantize(image.astype(np.float64) / 65535.0, np.uint8)
+    return image
+
+
+def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int) -> None:
+    image = read_image(src)
+    out = fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
+    write_image_atomic(dst, out)
+
+
+# ---------------------------------------------------------------- the batch
+
+
+FileCallback = Callable[[Job], None]
+OutcomeCallback = Callable[[Outcome], None]
+FramesCallback = Callable[[int, "int | None"], None]
+
+
+def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | None = None,
+              on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
+              on_frames: FramesCallback | None = None) -> BatchResult:
+    """Process every job of ``plan`` in order. Per-file errors (unreadable, corrupt, unsupported
+    files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
+    Ctrl-C stop it (no partial file is left under a final name either way)."""
+    video = video or VideoSettings()
+    started = time.perf_counter()
+    outcomes: list[Outcome] = []
+    for job in plan.jobs:
+        if on_start:
+            on_start(job)
+        t0 = time.perf_counter()
+        outcome = _run_job(job, plan, engine, scale, video, on_frames)
+        outcome = Outcome(outcome.job, outcome.status, outcome.message, time.perf_counter() - t0)
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+    return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)
+
+
+def _run_job(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSettings,
+             on_frames: FramesCallback | None) -> Outcome:
+    if job.kind == "unsupported":
+        return Outcome(job, "failed", f"{job.src}: not an image or video file")
+    if _same(job.src, job.dst):  # e.g. an input tree that contains the output tree's files
+        return Outcome(job, "failed", f"{job.dst}: output would replace its input")
+    if job.dst.exists() and not plan.overwrite:
+        return Outcome(job, "skipped", f"{job.dst}: exists")
+    try:
+        job.dst.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return Outcome(job, "failed", f"{job.dst.parent}: cannot create folder ({e.strerror or e})")
+    if job.kind == "image":
+        try:
+            upscale_image_file(job.src, job.dst, engine, scale)
+        except ImageFileError as e:
+            return Outcome(job, "failed", _naming(job.src, str(e)))
+        except (OSError, MemoryError) as e:
+            return Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
+        return Outcome(job, "done")
+    return _run_video(job, plan, engine, scale, video, on_frames)
+
+
+def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSettings,
+               on_frames: FramesCallback | None) -> Outcome:
+    if _video is None:
+        return Outcome(job, "failed", f"{job.src}: video support is not available in this installation")
+    options = _video.EncodeOptions(codec=video.codec, crf=video.crf, preset=video.preset,
+                                   pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
+    try:
+        _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
+                             progress=on_frames)
+    except _video.VideoError as e:
+        return Outcome(job, "failed", _naming(job.src, str(e)))
+    return Outcome(job, "done")
+
+
+def _naming(src: Path, message: str) -> str:
+    """Make sure a per-file message names the file it is about."""
+    return message if str(src) in message else f"{src}: {message}"
