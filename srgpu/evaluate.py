@@ -10,7 +10,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .color import quantize, rgb_to_y_uint8
-from .imagefile import IMAGE_EXTENSIONS, read_image
+from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image
 from .metrics import psnr, shave, ssim
 from .model import SRCNNModel
 from .reference import srcnn_forward
@@ -72,7 +72,7 @@ def evaluate_folder(folder: Path, model: SRCNNModel, scale: int,
     for path in image_files(folder):
         image = read_image(path)
         if image.dtype != np.uint8:
-            raise ValueError(f"{path}: the protocol is defined on 8-bit images, got {image.dtype}")
+            raise ImageFileError(f"{path}: the protocol is defined on 8-bit images, got {image.dtype}")
         bic, sr = evaluate_y(luma_uint8(image), model, scale, sr_fn)
         yield ImageResult(path.name, bic, sr)
 

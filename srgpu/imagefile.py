@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 import cv2
@@ -19,9 +19,12 @@ class ImageFileError(ValueError):
 def read_image(path: str | Path) -> np.ndarray:
     """-> uint8 or uint16 array: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA."""
     path = Path(path)
-    data = np.fromfile(str(path), dtype=np.uint8) if path.is_file() else None
-    if data is None:
+    if not path.is_file():
         raise ImageFileError(f"{path}: no such file")
+    try:
+        data = np.fromfile(str(path), dtype=np.uint8)
+    except OSError as e:  # permissions, I/O errors
+        raise ImageFileError(f"{path}: cannot read ({e.strerror or e})") from None
     image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if image is None:
         raise ImageFileError(f"{path}: not a readable image (corrupt or unsupported format)")
@@ -58,7 +61,9 @@ def write_image_atomic(path: str | Path, image: np.ndarray) -> None:
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
     data = encode_image(image, path.suffix)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".part{path.suffix}", dir=path.parent)
+    # not mkstemp: its 0600 mode would stick to the final file; O_EXCL + 0666 honours the umask
+    tmp = str(path.parent / f".{path.stem}.{secrets.token_hex(4)}.part{path.suffix}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -242,8 +242,15 @@ def _square_side(n: int) -> int:
 # ---------------------------------------------------------------- --model resolution
 
 
+def _weights_dir() -> Path:
+    try:
+        return Path(str(resources.files("srgpu.weights")))
+    except ModuleNotFoundError:  # run from a checkout without installing (PYTHONPATH=.): weights/ beside srgpu/
+        return Path(__file__).resolve().parents[1] / "weights"
+
+
 def builtin_path(arch: str, scale: int) -> Path:
-    return Path(str(resources.files("srgpu.weights").joinpath(f"srcnn_{arch}_x{scale}.npz")))
+    return _weights_dir() / f"srcnn_{arch}_x{scale}.npz"
 
 
 def builtin_models() -> list[tuple[str, int, Path]]:
