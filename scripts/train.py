@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -165,6 +166,9 @@ def _validate(net: SRCNN, pairs: list[tuple[np.ndarray, np.ndarray]], scale: int
 
 
 def git_commit() -> str:
+    """The commit the script runs from ($SRGPU_COMMIT where the copy has no .git, as on the GPU machine)."""
+    if os.environ.get("SRGPU_COMMIT"):
+        return os.environ["SRGPU_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
