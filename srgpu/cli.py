@@ -145,20 +145,20 @@ def _report_batch(result: BatchResult, quiet: bool) -> None:
 
 @app.command()
 def upscale(
-    input: Path = typer.Argument(..., help="An image, a video, or a folder (recursive; may mix both)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Output file, or folder for a folder input."),
-    scale: int = typer.Option(2, "--scale", "-s", help="Upscale factor: 2, 3 or 4."),
-    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", help="9-1-5, 9-5-5, or an .npz/.mat file."),
-    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    input: Path = typer.Argument(..., metavar="INPUT", help="An image, a video, or a folder (recursive; may mix both)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="OUTPUT", help="Output file, or folder for a folder input."),
+    scale: int = typer.Option(2, "--scale", "-s", metavar="2|3|4", help="Upscale factor: 2, 3 or 4."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="9-1-5|9-5-5|FILE", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace outputs that exist."),
-    format: Optional[str] = typer.Option(None, "--format", "-f", help="Image output format: png, jpg or webp "
+    format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp", help="Image output format: png, jpg or webp "
                                          "(default: keep each image's format)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
-    codec: str = typer.Option("libx264", "--codec", help="Video encoder (libx264, libx265, ffv1, ...)."),
-    crf: Optional[int] = typer.Option(None, "--crf", help="Video encoder quality (CRF)."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Video encoder preset."),
-    pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", help="Video output pixel format."),
-    encoder_arg: List[str] = typer.Option([], "--encoder-arg", help="Extra ffmpeg encoder argument "
+    codec: str = typer.Option("libx264", "--codec", metavar="NAME", help="Video encoder (libx264, libx265, ffv1, ...)."),
+    crf: Optional[int] = typer.Option(None, "--crf", metavar="N", help="Video encoder quality (CRF)."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Video encoder preset."),
+    pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", metavar="FMT", help="Video output pixel format."),
+    encoder_arg: List[str] = typer.Option([], "--encoder-arg", metavar="ARG", help="Extra ffmpeg encoder argument "
                                           "(repeatable, e.g. --encoder-arg=-tune --encoder-arg=film)."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
@@ -199,9 +199,9 @@ def eval_report(results: list, scale: int, model: SRCNNModel) -> dict:
 
 @app.command("eval")
 def eval_command(
-    folder: Path = typer.Argument(..., help="Folder of HR images (e.g. Set5)."),
-    scale: int = typer.Option(..., "--scale", "-s", help="2, 3 or 4."),
-    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    folder: Path = typer.Argument(..., metavar="DIR", help="Folder of HR images (e.g. Set5)."),
+    scale: int = typer.Option(..., "--scale", "-s", metavar="2|3|4", help="2, 3 or 4."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="9-1-5|9-5-5|FILE", help="9-1-5, 9-5-5, or an .npz/.mat file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64)."""
@@ -283,9 +283,9 @@ def info() -> None:
 
 @app.command()
 def demo(
-    folder: Path = typer.Option(Path("srgpu-demo"), "--dir", help="Where to put the sample and its upscale."),
-    seconds: float = typer.Option(2.0, "--seconds", help="Length of the sample clip."),
-    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    folder: Path = typer.Option(Path("srgpu-demo"), "--dir", metavar="DIR", help="Where to put the sample and its upscale."),
+    seconds: float = typer.Option(2.0, "--seconds", metavar="S", help="Length of the sample clip."),
+    device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
 ) -> None:
     """Render a short clip from ffmpeg's test source and upscale it x2 with the default model."""

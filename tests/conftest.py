@@ -1,10 +1,11 @@
-"""Shared test fixtures: where the shared data lives, and the GPU skip."""
+"""Shared test fixtures: where the shared data lives, the GPU skip, small models and images."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,6 +22,12 @@ def _shared_data() -> Path:
 
 
 SHARED_DATA = _shared_data()
+PUBLISHED_SET5 = {  # Y-PSNR, ../shared/data/README.md
+    "bicubic": {2: 33.66, 3: 30.39, 4: 28.42},
+    "9-1-5": {2: 36.34, 3: 32.39, 4: 30.08},
+    "9-5-5": {2: 36.66, 3: 32.75, 4: 30.48},
+}
+REFERENCE_FOLDERS = {"9-1-5": "srcnn-9-1-5-91images", "9-5-5": "srcnn-9-5-5-imagenet"}
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +35,70 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def reference_mat(shared_data: Path):
+    """reference_mat(arch, scale) -> path of the authors' .mat for that model (verification only)."""
+    def path(arch: str, scale: int) -> Path:
+        p = shared_data / "reference-weights" / REFERENCE_FOLDERS[arch] / f"x{scale}.mat"
+        if not p.is_file():
+            pytest.fail(f"reference weights missing: {p}")
+        return p
+    return path
+
+
+@pytest.fixture(scope="session")
+def random_npz(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A seeded random 9-1-5 model for x2 in srgpu's .npz format."""
+    from srgpu.model import random_model, save_npz
+
+    path = tmp_path_factory.mktemp("models") / "random_9-1-5_x2.npz"
+    save_npz(random_model("9-1-5", seed=7, scale=2), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def cpu_engine(random_npz: Path):
+    """The CPU engine with the random x2 model of ``random_npz``."""
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.model import load_npz
+
+    return CPUEngine(load_npz(random_npz), 2)
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> Path:
+    """The shipped default model (9-1-5 x2); tests that need it skip only while it is absent."""
+    from srgpu.model import builtin_path
+
+    p = builtin_path("9-1-5", 2)
+    if not p.is_file():
+        pytest.skip(f"default model not in this checkout yet ({p})")
+    return p
+
+
+def random_image(shape: tuple[int, ...], dtype: type = np.uint8, seed: int = 0) -> np.ndarray:
+    """Random but image-like data (smooth gradient plus noise, full range used), never constant."""
+    rng = np.random.default_rng(seed)
+    top = np.iinfo(dtype).max
+    h, w = shape[:2]
+    base = np.add.outer(np.linspace(0, 0.6, h), np.linspace(0, 0.4, w))
+    if len(shape) == 3:
+        base = base[..., None] + np.linspace(0, 0.2, shape[2])
+    values = np.clip(base * 0.8 + rng.random(shape) * 0.3, 0, 1)
+    return np.round(values * top).astype(dtype)
+
+
+@pytest.fixture(scope="session")
+def make_image():
+    """make_image(shape, dtype=np.uint8, seed=0): see :func:`random_image`."""
+    return random_image
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,311 @@
+"""Image and folder upscaling as a library: planes against the CPU engine, round trips of
+alpha / 16-bit / grayscale through real files, folder mirroring and skipping, bad inputs,
+and no partial file under a final name."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import srgpu.imagefile as imagefile
+from srgpu.color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
+from srgpu.images import BatchError, fit_to_format, plan_batch, run_batch, upscale_image
+from srgpu.imagefile import ImageFileError, read_image, write_image_atomic
+
+
+def expected_rgb(image: np.ndarray, engine, scale: int = 2) -> np.ndarray:
+    """The RGB path from the engine's own planes: Y SRCNN, Cb/Cr bicubic, BT.601 back to RGB."""
+    top = np.iinfo(image.dtype).max
+    out = (image.shape[0] * scale, image.shape[1] * scale)
+    ycc = rgb_to_ycbcr(image[..., :3].astype(np.float64) / top)
+    y = engine.srcnn_plane(ycc[..., 0].astype(np.float32), out, top)
+    cb = engine.bicubic_plane(ycc[..., 1].astype(np.float32), out, top)
+    cr = engine.bicubic_plane(ycc[..., 2].astype(np.float32), out, top)
+    return quantize(ycbcr_to_rgb(np.stack([y, cb, cr], -1)), image.dtype, top)
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------- planes
+
+
+def test_gray_goes_through_srcnn_directly(cpu_engine, make_image):
+    g = make_image((9, 14), np.uint8, seed=1)
+    out = upscale_image(g, cpu_engine, 2)
+    assert out.dtype == np.uint8 and out.shape == (18, 28)
+    np.testing.assert_array_equal(out, cpu_engine.srcnn_plane(g, (18, 28), 255))
+
+
+def test_rgb_uses_luma_srcnn_and_bicubic_chroma(cpu_engine, make_image):
+    rgb = make_image((10, 12, 3), np.uint8, seed=2)
+    out = upscale_image(rgb, cpu_engine, 2)
+    np.testing.assert_array_equal(out, expected_rgb(rgb, cpu_engine))
+    # the luma of the result is the SRCNN plane (to rounding), the chroma the bicubic planes
+    ycc_out = rgb_to_ycbcr(out / 255.0)
+    ycc_in = rgb_to_ycbcr(rgb / 255.0)
+    y = cpu_engine.srcnn_plane(ycc_in[..., 0].astype(np.float32), (20, 24), 255)
+    cb = cpu_engine.bicubic_plane(ycc_in[..., 1].astype(np.float32), (20, 24), 255)
+    cr = cpu_engine.bicubic_plane(ycc_in[..., 2].astype(np.float32), (20, 24), 255)
+    unclipped = ycbcr_to_rgb(np.stack([y, cb, cr], -1))
+    inside = np.all((unclipped > 0.01) & (unclipped < 0.99), axis=-1)  # away from RGB clipping
+    assert inside.mean() > 0.5
+    assert np.abs(ycc_out[..., 0] - y)[inside].max() < 1.0 / 255
+    assert np.abs(ycc_out[..., 0] - y)[inside].mean() < 0.3 / 255
+
+
+def test_gray_stored_as_rgb_stays_gray(cpu_engine, make_image):
+    g = make_image((8, 11), np.uint8, seed=3)
+    out = upscale_image(np.repeat(g[..., None], 3, axis=2), cpu_engine, 2)
+    assert np.abs(out.astype(int) - out[..., :1]).max() <= 1  # R = G = B to rounding
+    # BT.601 studio-range luma of a gray image is 16 + 219 g: SRCNN then acts on that plane
+    assert out.shape == (16, 22, 3)
+
+
+def test_alpha_is_bicubic_in_its_own_depth(cpu_engine, make_image):
+    rgba = make_image((7, 9, 4), np.uint16, seed=4)
+    out = upscale_image(rgba, cpu_engine, 2)
+    assert out.dtype == np.uint16 and out.shape == (14, 18, 4)
+    np.testing.assert_array_equal(out[..., 3], cpu_engine.bicubic_plane(rgba[..., 3], (14, 18), 65535))
+    np.testing.assert_array_equal(out[..., :3], expected_rgb(rgba, cpu_engine))
+
+
+# ---------------------------------------------------------------- round trips through files
+
+
+def _one(tmp_path: Path, name: str, image: np.ndarray, engine, fmt: str | None = None) -> np.ndarray:
+    src = tmp_path / "in" / name
+    src.parent.mkdir(parents=True, exist_ok=True)
+    write_image_atomic(src, image)
+    plan = plan_batch(src.parent, tmp_path / "out", fmt=fmt)
+    result = run_batch(plan, engine, 2)
+    assert result.exit_code == 0, result.failed
+    return read_image(plan.jobs[0].dst)
+
+
+def test_sixteen_bit_gray_png_round_trip(tmp_path, cpu_engine, make_image):
+    g = make_image((11, 7), np.uint16, seed=5)
+    out = _one(tmp_path, "g16.png", g, cpu_engine)
+    assert out.dtype == np.uint16 and out.ndim == 2
+    np.testing.assert_array_equal(out, cpu_engine.srcnn_plane(g, (22, 14), 65535))
+    assert np.count_nonzero(out % 257) > out.size // 2  # real 16-bit values, not 8-bit scaled up
+
+
+def test_sixteen_bit_rgb_png_round_trip(tmp_path, cpu_engine, make_image):
+    rgb = make_image((6, 9, 3), np.uint16, seed=6)
+    out = _one(tmp_path, "c16.png", rgb, cpu_engine)
+    assert out.dtype == np.uint16
+    np.testing.assert_array_equal(out, expected_rgb(rgb, cpu_engine))
+
+
+def test_rgba_png_and_webp_round_trip(tmp_path, cpu_engine, make_image):
+    rgba = make_image((8, 10, 4), np.uint8, seed=7)
+    rgba[..., 3] = np.linspace(0, 255, 10).astype(np.uint8)  # a real alpha gradient
+    png = _one(tmp_path, "a.png", rgba, cpu_engine)
+    np.testing.assert_array_equal(png, upscale_image(rgba, cpu_engine, 2))
+    webp = _one(tmp_path / "w", "a.png", rgba, cpu_engine, fmt="webp")  # lossless webp
+    visible = png[..., 3] > 0  # libwebp drops the colour of fully transparent pixels
+    np.testing.assert_array_equal(webp[..., 3], png[..., 3])
+    np.testing.assert_array_equal(webp[visible], png[visible])
+
+
+def test_gray_png_stays_gray(tmp_path, cpu_engine, make_image):
+    g = make_image((9, 9), np.uint8, seed=8)
+    out = _one(tmp_path, "g.png", g, cpu_engine)
+    assert out.ndim == 2
+    np.testing.assert_array_equal(out, cpu_engine.srcnn_plane(g, (18, 18), 255))
+
+
+def test_format_conversions(make_image):
+    deep = make_image((4, 4, 3), np.uint16)
+    eight = fit_to_format(deep, ".jpg")
+    assert eight.dtype == np.uint8
+    np.testing.assert_array_equal(eight, quantize(deep / 65535.0, np.uint8))
+    assert fit_to_format(deep, ".png") is deep
+    with pytest.raises(ImageFileError, match="alpha"):
+        fit_to_format(make_image((4, 4, 4), np.uint8), ".jpg")
+
+
+# ---------------------------------------------------------------- folders
+
+
+@pytest.fixture
+def tree(tmp_path, make_image) -> Path:
+    src = tmp_path / "photos"
+    (src / "2024" / "summer").mkdir(parents=True)
+    (src / ".cache").mkdir()
+    write_image_atomic(src / "a.png", make_image((6, 5, 3), seed=1))
+    write_image_atomic(src / "2024" / "b.jpg", make_image((5, 7, 3), seed=2))
+    write_image_atomic(src / "2024" / "summer" / "c.png", make_image((4, 6), seed=3))
+    write_image_atomic(src / ".cache" / "thumb.png", make_image((4, 4), seed=4))
+    (src / ".DS_Store").write_bytes(b"junk")
+    return src
+
+
+def test_folder_is_mirrored(tree, tmp_path, cpu_engine):
+    out = tmp_path / "big"
+    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert result.exit_code == 0 and len(result.done) == 3
+    assert files_under(out) == ["2024/b.jpg", "2024/summer/c.png", "a.png"]  # hidden files left alone
+    assert read_image(out / "2024" / "summer" / "c.png").shape == (8, 12)
+    assert read_image(out / "2024" / "b.jpg").shape == (10, 14, 3)
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert oct(p.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_existing_outputs_are_skipped_unless_overwrite(tree, tmp_path, cpu_engine):
+    out = tmp_path / "big"
+    (out / "2024").mkdir(parents=True)
+    (out / "2024" / "b.jpg").write_bytes(b"keep me")
+    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert [o.job.dst.name for o in result.skipped] == ["b.jpg"] and len(result.done) == 2
+    assert (out / "2024" / "b.jpg").read_bytes() == b"keep me"
+    assert result.exit_code == 0
+    again = run_batch(plan_batch(tree, out, overwrite=True), cpu_engine, 2)
+    assert len(again.done) == 3
+    assert read_image(out / "2024" / "b.jpg").shape == (10, 14, 3)
+
+
+def test_format_option_changes_extensions(tree, tmp_path, cpu_engine):
+    out = tmp_path / "webp"
+    result = run_batch(plan_batch(tree, out, fmt="webp"), cpu_engine, 2)
+    assert result.exit_code == 0
+    assert files_under(out) == ["2024/b.webp", "2024/summer/c.webp", "a.webp"]
+
+
+def test_corrupt_and_foreign_files_are_reported_and_skipped(tree, tmp_path, cpu_engine):
+    (tree / "2024" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    (tree / "notes.txt").write_text("not an image")
+    out = tmp_path / "big"
+    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert result.exit_code == 1
+    failed = {o.job.src.name: o.message for o in result.failed}
+    assert set(failed) == {"broken.png", "notes.txt"}
+    assert "broken.png" in failed["broken.png"] and "not a readable image" in failed["broken.png"]
+    assert len(result.done) == 3 and files_under(out) == ["2024/b.jpg", "2024/summer/c.png", "a.png"]
+    assert "3 upscaled" in result.summary() and "2 failed" in result.summary()
+
+
+def test_output_inside_input_is_not_walked(tree, cpu_engine):
+    out = tree / "upscaled"
+    first = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    second = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert len(first.done) == 3 and len(second.skipped) == 3 and not second.failed
+
+
+def test_alpha_to_jpeg_fails_for_that_file_only(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "alpha.png", make_image((4, 4, 4)))
+    write_image_atomic(src / "plain.png", make_image((4, 4, 3)))
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt="jpg"), cpu_engine, 2)
+    assert [o.job.src.name for o in result.failed] == ["alpha.png"]
+    assert files_under(tmp_path / "out") == ["plain.jpg"]
+
+
+# ---------------------------------------------------------------- bad requests
+
+
+def test_request_errors(tmp_path, make_image):
+    img = tmp_path / "a.png"
+    write_image_atomic(img, make_image((4, 4, 3)))
+    (tmp_path / "exists.png").write_bytes(b"x")
+    (tmp_path / "notes.txt").write_text("x")
+    cases = [
+        (tmp_path / "missing.png", tmp_path / "o.png", {}, "no such file"),
+        (img, tmp_path / "nodir" / "o.png", {}, "output directory does not exist"),
+        (img, img, {"overwrite": True}, "output is the input"),
+        (img, tmp_path / "exists.png", {}, "output exists"),
+        (img, tmp_path / "o.gif", {}, "cannot write an image"),
+        (img, tmp_path / "o.png", {"fmt": "jpg"}, "does not match --format"),
+        (img, tmp_path / "o.png", {"fmt": "gif"}, "unsupported --format"),
+        (tmp_path / "notes.txt", tmp_path / "o.png", {}, "not an image or video"),
+        (tmp_path, tmp_path, {}, "output folder is the input folder"),
+        (tmp_path, tmp_path / "no" / "such" / "dir", {}, "output directory does not exist"),
+        (tmp_path, img, {}, "must be a folder"),
+    ]
+    for src, dst, kw, message in cases:
+        with pytest.raises(BatchError, match=message):
+            plan_batch(src, dst, **kw)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BatchError, match="no files"):
+        plan_batch(empty, tmp_path / "out")
+
+
+def test_single_file_into_existing_folder(tmp_path, make_image):
+    img = tmp_path / "a.png"
+    write_image_atomic(img, make_image((4, 4, 3)))
+    (tmp_path / "out").mkdir()
+    plan = plan_batch(img, tmp_path / "out", fmt="webp")
+    assert plan.single and plan.jobs[0].dst == tmp_path / "out" / "a.webp"
+
+
+# ---------------------------------------------------------------- nothing partial on failure
+
+
+def test_encode_failure_leaves_nothing(tmp_path, cpu_engine, make_image):
+    # WebP cannot hold a side longer than 16383 pixels: the encode fails for real
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "wide.png", make_image((1, 8500), seed=9))
+    write_image_atomic(src / "ok.png", make_image((3, 3), seed=9))
+    out = tmp_path / "out"
+    result = run_batch(plan_batch(src, out, fmt="webp"), cpu_engine, 2)
+    assert [o.job.src.name for o in result.failed] == ["wide.png"]
+    assert "cannot encode" in result.failed[0].message
+    assert sorted(p.name for p in out.iterdir()) == ["ok.webp"]  # no wide.webp, no temporary file
+
+
+def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_engine, make_image, monkeypatch):
+    src = tmp_path / "a.png"
+    write_image_atomic(src, make_image((4, 5, 3)))
+    out = tmp_path / "out"
+    out.mkdir()
+    seen = []
+
+    def failing_replace(a, b):
+        seen.append(Path(a))
+        assert Path(a).is_file() and Path(a).stat().st_size > 0  # the data was really written
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(imagefile.os, "replace", failing_replace)
+    result = run_batch(plan_batch(src, out / "a.png"), cpu_engine, 2)
+    assert result.exit_code == 1 and "No space left" in result.failed[0].message
+    assert seen and seen[0].parent == out and seen[0].name.startswith(".a.")
+    assert list(out.iterdir()) == []
+
+    def interrupted(a, b):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(imagefile.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(plan_batch(src, out / "a.png"), cpu_engine, 2)
+    assert list(out.iterdir()) == []
+
+
+def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, cpu_engine, make_image,
+                                                                      monkeypatch):
+    import srgpu.images as images
+
+    monkeypatch.setattr(images, "_video", None)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "clip.mp4").write_bytes(b"\x00" * 64)
+    write_image_atomic(src / "a.png", make_image((4, 4)))
+    result = run_batch(plan_batch(src, tmp_path / "out"), cpu_engine, 2)
+    assert [o.job.kind for o in result.failed] == ["video"]
+    assert "video support is not available" in result.failed[0].message
+    assert len(result.done) == 1
