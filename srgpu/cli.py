@@ -320,7 +320,16 @@ def demo(
         print(f"output: {plan.jobs[0].dst.resolve()}")
 
 
+def _quiet_opencv() -> None:
+    """OpenCV logs its own failures to stderr; srgpu reports them as one-line errors instead."""
+    with contextlib.suppress(Exception):
+        import cv2
+
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+
+
 def main() -> None:
+    _quiet_opencv()
     app(prog_name="srgpu")
 
 

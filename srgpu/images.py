@@ -62,6 +62,7 @@ class Job:
     src: Path
     dst: Path
     kind: Kind
+    problem: str | None = None  # known before running (e.g. two inputs map to one output)
 
 
 @dataclass(frozen=True)
@@ -216,13 +217,19 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         raise BatchError(f"{out_dir.parent}: output directory does not exist")
     exclude = out_dir if _inside(out_dir, src_dir) else None
     jobs = []
+    claimed: dict[Path, Path] = {}
     for src in walk(src_dir, exclude):
         rel = src.relative_to(src_dir)
         kind = media_kind(src)
         dst = out_dir / rel
         if kind == "image":
             dst = dst.with_suffix(_output_suffix(src, fmt))
-        jobs.append(Job(src, dst, kind))
+        problem = None
+        if kind != "unsupported":
+            if dst in claimed:  # e.g. a.png and a.jpg with --format webp: never let one replace the other
+                problem = f"{src}: its output {dst} is already the output of {claimed[dst]}"
+            claimed.setdefault(dst, src)
+        jobs.append(Job(src, dst, kind, problem))
     if not jobs:
         raise BatchError(f"{src_dir}: no files to upscale")
     return Plan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
@@ -312,6 +319,8 @@ def _run_job(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSetti
              on_frames: FramesCallback | None) -> Outcome:
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
+    if job.problem:
+        return Outcome(job, "failed", job.problem)
     if _same(job.src, job.dst):  # e.g. an input tree that contains the output tree's files
         return Outcome(job, "failed", f"{job.dst}: output would replace its input")
     if job.dst.exists() and not plan.overwrite:

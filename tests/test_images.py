@@ -198,6 +198,19 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tree, tmp_path, cpu_
     assert "3 upscaled" in result.summary() and "2 failed" in result.summary()
 
 
+def test_two_inputs_never_share_one_output(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "a.jpg", make_image((4, 4, 3), seed=1))
+    write_image_atomic(src / "a.png", make_image((4, 4, 3), seed=2))
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt="webp"), cpu_engine, 2)
+    assert [o.job.src.name for o in result.done] == ["a.jpg"]
+    assert [o.job.src.name for o in result.failed] == ["a.png"]
+    assert "already the output of" in result.failed[0].message
+    np.testing.assert_array_equal(read_image(tmp_path / "out" / "a.webp"),
+                                  upscale_image(read_image(src / "a.jpg"), cpu_engine, 2))
+
+
 def test_output_inside_input_is_not_walked(tree, cpu_engine):
     out = tree / "upscaled"
     first = run_batch(plan_batch(tree, out), cpu_engine, 2)
