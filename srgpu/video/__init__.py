@@ -1,0 +1,1 @@
+"""Video upscaling through the bundled ffmpeg: probe, reader, processing and writer stages (see api.py)."""

@@ -1,0 +1,271 @@
+"""Video upscaling, the public API: ``upscale_video(src, dst, engine, scale, options)``.
+
+The output is the source in every respect but resolution: the first default video stream is
+decoded in its own planar YUV family (8/10/12/16 bits), its luma goes through SRCNN and its
+chroma (and alpha) planes through bicubic, and it is encoded with each frame's own timestamp;
+every other stream, the chapters and the metadata are mapped from the source (copied where the
+container holds them, converted where it cannot, and then said in ``VideoResult.notes``).
+Policy for more than one video stream: the default (else first) one is upscaled, the others are
+copied unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..engine.base import Engine, PlaneSpec
+from . import containers, ffmpeg
+from .errors import VideoError
+from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
+from .pipeline import run_pipeline
+from .probe import MediaInfo, StreamInfo, probe
+from .reader import Reader
+from .writer import EncodePlan, OutputStream, Writer
+
+__all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "is_video_file",
+           "plan_video", "upscale_video"]
+
+VIDEO_EXTENSIONS = frozenset({
+    ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".f4v", ".wmv", ".asf", ".mpg", ".mpeg",
+    ".m2v", ".ts", ".m2ts", ".mts", ".3gp", ".3g2", ".ogv", ".mxf", ".vob", ".y4m", ".nut", ".divx",
+    ".rm", ".rmvb", ".dv", ".hevc", ".h264", ".264", ".265", ".ivf", ".obu",
+})
+
+DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30}
+NO_CRF = {"ffv1": "ffv1 is lossless", "prores_ks": "ProRes has fixed-quality profiles (e.g. "
+          "--encoder-arg=-profile:v --encoder-arg=3)", "prores_aw": "ProRes has fixed-quality profiles"}
+_ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/VP9 decoders drop alpha
+
+
+def is_video_file(path: str | os.PathLike) -> bool:
+    """True for a file name with a video extension (folders may mix videos and images)."""
+    return Path(path).suffix.lower() in VIDEO_EXTENSIONS
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """Encoder settings. ``crf`` None: the codec's srgpu default (libx264 18, libx265 20,
+    libsvtav1 30); ``pix_fmt`` None: the source's own format where the encoder has it;
+    ``extra_args``: passed to ffmpeg as they are, after srgpu's own output options."""
+
+    codec: str = "libx264"
+    crf: int | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VideoResult:
+    output: Path
+    frames: int
+    seconds: float
+    fps: float
+    input_size: tuple[int, int]  # (width, height)
+    output_size: tuple[int, int]  # as encoded (odd sizes may be padded: see notes)
+    codec: str
+    pix_fmt: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VideoJob:
+    """Every decision about one video, made before any frame is decoded."""
+
+    src: Path
+    dst: Path
+    info: MediaInfo
+    stream: StreamInfo
+    layout: PixelLayout
+    specs: tuple[PlaneSpec, ...]
+    reader_args: dict
+    plan: EncodePlan
+    codec: str
+    pix_fmt: str
+    total_frames: int | None
+    notes: tuple[str, ...]
+
+
+def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
+                  options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
+                  progress: Callable[[int, int | None], None] | None = None) -> VideoResult:
+    """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
+    when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
+    thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
+    or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    engine_scale = getattr(engine, "scale", scale)
+    if engine_scale != scale:
+        raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
+    job = plan_video(src, dst, scale, options, overwrite=overwrite)
+    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    writer = Writer(job.plan)
+    done = False
+    try:
+        stats = run_pipeline(reader, engine, job.specs, job.layout.max_value, writer, progress,
+                             job.total_frames)
+        if stats.frames == 0:
+            raise VideoError(f"{job.src}: the video stream has no frames")
+        if reader.frames_read != stats.frames:
+            raise VideoError(f"{job.src}: {reader.frames_read} frames decoded but {stats.frames} encoded")
+        os.replace(job.plan.tmp, job.dst)
+        done = True
+    finally:
+        if not done:
+            job.plan.tmp.unlink(missing_ok=True)
+    return VideoResult(output=job.dst, frames=stats.frames, seconds=stats.seconds,
+                       fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
+                       input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
+                       output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=job.notes)
+
+
+def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
+               options: EncodeOptions = EncodeOptions(), overwrite: bool = False) -> VideoJob:
+    """Check the paths and options, probe the source and decide everything; VideoError for
+    anything that cannot work, before any work is done."""
+    src, dst = Path(src), Path(dst)
+    _check_paths(src, dst, overwrite)
+    container = containers.container_for(dst.suffix)
+    supported = ffmpeg.encoder_pix_fmts(options.codec)  # VideoError for an unknown codec
+    containers.check_video_codec(container, dst.suffix, options.codec)
+    if options.crf is not None and options.codec in NO_CRF:
+        raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
+    if scale < 1:
+        raise VideoError(f"scale must be a positive integer, not {scale}")
+
+    info = probe(src)
+    stream = info.main_video()
+    if not stream.width or not stream.height:
+        raise VideoError(f"{src}: cannot read the size of video stream #{stream.index}")
+    notes: list[str] = []
+
+    # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
+    wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
+    alpha_ok = any(LAYOUTS.get(f) is not None and LAYOUTS[f].alpha for f in supported)
+    if options.pix_fmt:
+        alpha_ok = options.pix_fmt in LAYOUTS and LAYOUTS[options.pix_fmt].alpha
+    decoder = _ALPHA_DECODERS[stream.codec] if wants_alpha and alpha_ok else None
+    if wants_alpha and not alpha_ok:
+        notes.append(f"alpha channel left out: {options.codec}"
+                     f"{' with ' + options.pix_fmt if options.pix_fmt else ''} cannot store it "
+                     "(ffv1 and prores_ks can)")
+    pix_fmt_in = ("yuva420p" if decoder else stream.pix_fmt) or "yuv420p"
+    fmt = source_format(pix_fmt_in, keep_alpha=bool(decoder))
+    layout = fmt.layout
+    if fmt.note:
+        notes.append(fmt.note)
+    pipe_pix_fmt = pix_fmt_in if (pix_fmt_in.startswith("yuvj") and not fmt.note) else layout.name
+    vf_extra = f"scale=out_color_matrix=bt709:out_range=tv,format={layout.name}" if fmt.rgb else None
+
+    if options.pix_fmt:
+        if supported and options.pix_fmt not in supported:
+            raise VideoError(f"{options.codec} cannot encode pixel format {options.pix_fmt!r} "
+                             f"(it takes: {' '.join(supported)})")
+        enc_pix_fmt = options.pix_fmt
+    else:
+        enc_pix_fmt, note = choose_encoder_format(layout, supported)
+        if note:
+            notes.append(note)
+    enc_layout = source_format(enc_pix_fmt).layout
+
+    # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
+    out_w, out_h = stream.width * scale, stream.height * scale
+    even_w, even_h = enc_layout.needs_even()
+    enc_w = out_w + (out_w % 2 if even_w or (layout.needs_even()[0]) else 0)
+    enc_h = out_h + (out_h % 2 if even_h or (layout.needs_even()[1]) else 0)
+    if (enc_w, enc_h) != (out_w, out_h):
+        notes.append(f"odd size {out_w}x{out_h} padded to {enc_w}x{enc_h} by repeating the last "
+                     f"{'column' if enc_w != out_w else ''}{' and ' if enc_w != out_w and enc_h != out_h else ''}"
+                     f"{'row' if enc_h != out_h else ''}: {enc_pix_fmt} needs even dimensions")
+    specs = [PlaneSpec((h, w), srcnn=(i == 0)) for i, (h, w) in enumerate(layout.plane_shapes(out_w, out_h))]
+
+    # colour tags, aspect ratio, field order
+    filters = []
+    colour = _colour_params(stream, fmt.full_range, fmt.rgb)
+    if colour:
+        filters.append("setparams=" + ":".join(f"{k}={v}" for k, v in colour))
+    if stream.sar and stream.sar != (1, 1):
+        filters.append(f"setsar={stream.sar[0]}/{stream.sar[1]}")
+    if stream.field_order and stream.field_order != "progressive":
+        notes.append(f"interlaced source ({stream.field_order}) upscaled frame by frame as progressive video")
+
+    # streams, in source order, the upscaled one in its own place
+    out_streams: list[OutputStream] = []
+    video_options = _video_options(options, container)
+    for s in info.streams:
+        if s.index == stream.index:
+            out_streams.append(OutputStream(s.index, True, options.codec,
+                                            (("-pix_fmt", enc_pix_fmt), *video_options)))
+            continue
+        decision = containers.plan_stream(container, dst.suffix, s)
+        if decision.note:
+            notes.append(decision.note)
+        if decision.codec is not None:
+            out_streams.append(OutputStream(s.index, False, decision.codec, decision.options))
+    if info.chapters and container.muxer == "webm":
+        notes.append("chapters left out: webm holds none")
+
+    tmp = dst.parent / f".{dst.stem}.{secrets.token_hex(4)}.part{dst.suffix}"
+    plan = EncodePlan(src=src, tmp=tmp, muxer=container.muxer, layout=layout, out_size=(out_w, out_h),
+                      enc_size=(enc_w, enc_h), streams=tuple(out_streams), video_filters=tuple(filters),
+                      rotation=stream.rotation, upscaled_default="default" in stream.dispositions,
+                      extra_args=tuple(options.extra_args))
+    reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
+                   "size": (stream.width, stream.height)}
+    return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
+                    reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
+                    total_frames=info.estimated_frames(stream), notes=tuple(notes))
+
+
+def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
+    if not src.is_file():
+        raise VideoError(f"{src}: no such file")
+    if dst.exists() and (dst.resolve() == src.resolve() or os.path.samefile(src, dst)):
+        raise VideoError(f"{dst}: the output would replace its input")
+    if dst.resolve() == src.resolve():
+        raise VideoError(f"{dst}: the output would replace its input")
+    if dst.is_dir():
+        raise VideoError(f"{dst}: is a folder, not an output file name")
+    if dst.exists() and not overwrite:
+        raise VideoError(f"{dst}: exists (use --overwrite to replace it)")
+    if not dst.parent.is_dir():
+        raise VideoError(f"{dst.parent}: output directory does not exist")
+
+
+def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:
+    """setparams options that carry the source's colour tags onto the upscaled frames."""
+    known = lambda v: v is not None and v not in ("unknown", "reserved")  # noqa: E731
+    params: list[tuple[str, str]] = []
+    if rgb:
+        return [("range", "tv"), ("colorspace", "bt709")] + (
+            [("color_primaries", stream.color_primaries)] if known(stream.color_primaries) else [])
+    if known(stream.color_primaries):
+        params.append(("color_primaries", stream.color_primaries))  # type: ignore[arg-type]
+    if known(stream.color_trc):
+        params.append(("color_trc", stream.color_trc))  # type: ignore[arg-type]
+    if known(stream.color_space):
+        params.append(("colorspace", stream.color_space))  # type: ignore[arg-type]
+    if stream.color_range in ("tv", "pc"):
+        params.append(("range", stream.color_range))
+    elif full_range:
+        params.append(("range", "pc"))
+    return params
+
+
+def _video_options(options: EncodeOptions, container: containers.Container) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    crf = options.crf if options.crf is not None else DEFAULT_CRF.get(options.codec)
+    if crf is not None and options.codec not in NO_CRF:
+        out.append(("-crf", str(crf)))
+        if options.codec == "libvpx-vp9":
+            out.append(("-b", "0"))  # constant quality
+    if options.preset:
+        out.append(("-preset", options.preset))
+    if options.codec == "libx265":
+        out.append(("-x265-params", "log-level=error"))
+        if container.muxer in ("mp4", "mov"):
+            out.append(("-tag", "hvc1"))  # what Apple players expect for HEVC
+    return tuple(out)

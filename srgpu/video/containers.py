@@ -1,0 +1,110 @@
+"""Output containers: which muxer an extension means, which codecs each can hold, and what
+happens to every source stream (copied, converted, or left out), each decision with its reason.
+
+The tables are deliberately conservative: they list what the ffmpeg builds imageio-ffmpeg ships
+(7.0 and 9.0) accept, checked by muxing each pair; a codec outside a table is still tried where
+the container is permissive (Matroska), so a new codec is not refused for lack of an entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import VideoError
+from .probe import StreamInfo
+
+TEXT_SUBTITLES = frozenset({"mov_text", "subrip", "srt", "ass", "ssa", "webvtt", "text", "microdvd", "sami",
+                            "realtext", "subviewer", "subviewer1", "jacosub", "mpl2", "pjs", "stl", "vplayer"})
+
+
+@dataclass(frozen=True)
+class Container:
+    muxer: str
+    video_codecs: frozenset[str] | None  # encoders whose output it holds; None: any
+    audio_copy: frozenset[str] | None  # audio codecs it holds as they are; None: any
+    audio_fallback: str  # the encoder for audio it cannot hold
+    subtitle_copy: frozenset[str]
+    text_subtitle_codec: str | None  # what text subtitles are converted to, None: dropped
+    copies_video: frozenset[str] | None  # codecs of other video streams it holds as they are
+    attachments: bool
+
+
+_MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "opus", "flac"})
+_MOV_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "pcm_s16le", "pcm_s16be", "pcm_s24le",
+                        "pcm_s24be", "pcm_s32le", "pcm_s32be", "pcm_f32le", "pcm_f32be", "pcm_u8"})
+_MP4_VIDEO_COPY = frozenset({"h264", "hevc", "av1", "vp9", "mpeg4", "mjpeg", "png"})
+
+CONTAINERS: dict[str, Container] = {
+    ".mp4": Container("mp4", frozenset({"libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"}),
+                      _MP4_AUDIO, "aac", frozenset({"mov_text", "dvd_subtitle"}), "mov_text",
+                      _MP4_VIDEO_COPY, False),
+    ".mov": Container("mov", frozenset({"libx264", "libx265", "prores_ks", "prores_aw", "ffv1"}),
+                      _MOV_AUDIO, "aac", frozenset({"mov_text"}), "mov_text",
+                      frozenset({"h264", "hevc", "prores", "mjpeg", "png", "ffv1", "mpeg4"}), False),
+    ".mkv": Container("matroska", None, None, "flac",
+                      frozenset({"subrip", "ass", "ssa", "webvtt", "dvd_subtitle", "hdmv_pgs_subtitle",
+                                 "dvb_subtitle", "text"}), "srt", None, True),
+    ".webm": Container("webm", frozenset({"libsvtav1", "libvpx-vp9", "libvpx", "libaom-av1"}),
+                       frozenset({"opus", "vorbis"}), "libopus", frozenset({"webvtt"}), "webvtt",
+                       frozenset({"vp8", "vp9", "av1"}), False),
+}
+CONTAINERS[".m4v"] = CONTAINERS[".mp4"]  # the mp4 muxer (ffmpeg's guess for .m4v, 'ipod', holds less)
+CONTAINERS[".mka"] = CONTAINERS[".mkv"]
+
+
+def container_for(suffix: str) -> Container:
+    c = CONTAINERS.get(suffix.lower())
+    if c is None:
+        raise VideoError(f"unsupported output container {suffix or '(no extension)'!r}: "
+                         f"use one of {', '.join(sorted(k for k in CONTAINERS if k != '.mka'))}")
+    return c
+
+
+def check_video_codec(container: Container, suffix: str, codec: str) -> None:
+    if container.video_codecs is not None and codec not in container.video_codecs:
+        raise VideoError(f"a {suffix} file cannot hold {codec} video (it holds: "
+                         f"{', '.join(sorted(container.video_codecs))}); choose another --codec or "
+                         f"another output extension (.mkv holds them all)")
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One source stream's fate in the output: "copy", an encoder (with options, e.g. a
+    bitrate), or None when it is left out; and a note whenever it is not a plain copy."""
+
+    stream: StreamInfo
+    codec: str | None
+    options: tuple[tuple[str, str], ...] = ()
+    note: str | None = None
+
+
+def plan_stream(container: Container, suffix: str, s: StreamInfo) -> StreamPlan:
+    """What happens to a source stream that is not the upscaled one."""
+    name = f"stream #{s.index} ({s.kind} {s.codec})"
+    if s.kind == "audio":
+        if container.audio_copy is None or s.codec in container.audio_copy:
+            return StreamPlan(s, "copy")
+        encoder = container.audio_fallback
+        options = () if encoder == "flac" else (("-b", "192k"),)
+        return StreamPlan(s, encoder, options, f"{name} re-encoded to {encoder}: a {suffix} file "
+                                               f"cannot hold {s.codec}")
+    if s.kind == "subtitle":
+        if s.codec in container.subtitle_copy:
+            return StreamPlan(s, "copy")
+        if s.codec in TEXT_SUBTITLES and container.text_subtitle_codec:
+            return StreamPlan(s, container.text_subtitle_codec, (),
+                              f"{name} converted to {container.text_subtitle_codec}: a {suffix} file "
+                              f"cannot hold {s.codec}")
+        return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold it")
+    if s.kind == "video":  # a second video stream or cover art: copied unchanged
+        if container.copies_video is None or s.codec in container.copies_video:
+            what = "cover art" if s.attached_pic else "second video stream"
+            return StreamPlan(s, "copy", (), None if s.attached_pic else
+                              f"{name} copied unchanged ({what}: srgpu upscales one video stream)")
+        return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold it")
+    if s.kind == "attachment":
+        if container.attachments:
+            return StreamPlan(s, "copy")
+        return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold attachments")
+    return StreamPlan(s, None, (), f"{name} left out ({s.kind} streams are not copied)")
+

@@ -1,0 +1,143 @@
+"""The ffmpeg that imageio-ffmpeg ships: where it is, what it can encode, and running it.
+
+ffmpeg is always run with argument lists (never a shell), in its own process group so that a
+Ctrl-C reaches only srgpu, which then ends the children itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import os
+import re
+import subprocess
+import threading
+from typing import IO, Callable, Sequence
+
+from .errors import VideoError
+
+# ffmpeg's log lines carry their level when run with -loglevel level+...: "[h264 @ 0x..] [error] ..."
+_LEVEL = re.compile(r"\[(panic|fatal|error|warning|info|verbose|debug|trace)\] ")
+ERROR_LEVELS = frozenset({"panic", "fatal", "error"})
+
+
+@functools.lru_cache(maxsize=1)
+def ffmpeg_exe() -> str:
+    """Path of the bundled ffmpeg (imageio-ffmpeg honours $IMAGEIO_FFMPEG_EXE to use another one)."""
+    try:
+        import imageio_ffmpeg
+    except ImportError as e:  # pragma: no cover - a runtime dependency
+        raise VideoError(f"imageio-ffmpeg is not installed ({e})") from None
+    try:
+        return imageio_ffmpeg.get_ffmpeg_exe()
+    except RuntimeError as e:
+        raise VideoError(f"no ffmpeg available: {e}") from None
+
+
+def popen(args: Sequence[str], **kwargs: object) -> subprocess.Popen:
+    """Start ffmpeg with ``args`` (without the executable) in a new process group."""
+    extra: dict = {"start_new_session": True} if os.name == "posix" else {}
+    return subprocess.Popen([ffmpeg_exe(), *args], **extra, **kwargs)  # type: ignore[call-overload]
+
+
+def run(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """Run ffmpeg to completion, capturing text output (probes and queries)."""
+    try:
+        return subprocess.run([ffmpeg_exe(), *args], capture_output=True, text=True, errors="replace",
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise VideoError(f"ffmpeg did not answer within {timeout:.0f} s ({' '.join(args[:6])} ...)") from None
+
+
+def split_level(line: str) -> tuple[str | None, str]:
+    """'[h264 @ 0x1] [error] bad' -> ('error', '[h264] bad'); lines without a level -> (None, line)."""
+    m = _LEVEL.search(line)
+    if not m:
+        return None, line
+    text = line[:m.start()] + line[m.end():]
+    return m.group(1), re.sub(r" @ 0x[0-9a-f]+\]", "]", text).strip()
+
+
+class StderrLog:
+    """Reads a child's stderr on its own thread: keeps the last lines for error messages, remembers
+    the first error-level line, and hands every line to ``on_line`` (e.g. a showinfo parser)."""
+
+    def __init__(self, stream: IO[bytes], on_line: Callable[[str], bool] | None = None,
+                 keep: int = 12) -> None:
+        self._stream = stream
+        self._on_line = on_line
+        self.tail: collections.deque[str] = collections.deque(maxlen=keep)
+        self.first_error: str | None = None
+        self.error_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="ffmpeg-stderr", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for raw in self._stream:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if self._on_line is not None and self._on_line(line):
+                continue  # consumed (showinfo frame lines are not worth keeping)
+            level, text = split_level(line)
+            if not text.strip():
+                continue
+            self.tail.append(text)
+            if level in ERROR_LEVELS and self.first_error is None:
+                self.first_error = text
+                self.error_event.set()
+        self._stream.close()
+
+    def join(self, timeout: float = 5.0) -> None:
+        self.thread.join(timeout)
+
+    def summary(self, lines: int = 3) -> str:
+        """The last few lines on one line, for a VideoError message."""
+        picked = list(self.tail)[-lines:]
+        return " | ".join(" ".join(s.split()) for s in picked) or "(ffmpeg printed nothing)"
+
+
+def stop_process(proc: subprocess.Popen | None, grace: float = 2.0) -> None:
+    """End a child: close its pipes' our ends, kill it, reap it. Safe to call twice."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a kill that did not take
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
+    """The pixel formats a video encoder of this ffmpeg accepts; VideoError for an unknown encoder
+    or one that is not a video encoder."""
+    if not re.fullmatch(r"[A-Za-z0-9_\-]+", codec):
+        raise VideoError(f"unknown video codec {codec!r}")
+    out = run(["-hide_banner", "-h", f"encoder={codec}"]).stdout
+    if not out.lstrip().startswith("Encoder "):
+        raise VideoError(f"unknown video codec {codec!r}: this ffmpeg has no such encoder "
+                         f"(known here: {', '.join(available_video_encoders())})")
+    m = re.search(r"Supported pixel formats:(.*)", out)
+    if m is None:
+        if re.search(r"Supported sample (formats|rates)|Supported channel layouts", out):
+            raise VideoError(f"{codec!r} is an audio encoder, not a video encoder")
+        return ()  # a video encoder that does not list formats: let ffmpeg choose
+    return tuple(m.group(1).split())
+
+
+@functools.lru_cache(maxsize=1)
+def available_video_encoders() -> tuple[str, ...]:
+    """The encoders srgpu documents, those this ffmpeg has."""
+    out = run(["-hide_banner", "-encoders"]).stdout
+    have = {m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M)}
+    wanted = ("libx264", "libx265", "libsvtav1", "ffv1", "prores_ks", "libvpx-vp9", "libaom-av1")
+    return tuple(c for c in wanted if c in have)

@@ -1,0 +1,143 @@
+"""Reader -> processing -> writer, each on its own thread, joined by bounded queues.
+
+Frames keep their order (one processing thread, FIFO queues) and none is dropped: every stage
+hands on exactly what it received. The first error in any stage stops the whole pipeline: the
+other stages see the stop at their next queue operation, the child processes are killed (which
+unblocks any pipe read or write), and the error is raised in the caller's thread. Ctrl-C in the
+caller's thread does the same and re-raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..engine.base import Engine, PlaneSpec
+from .reader import Frame, Reader
+from .writer import Writer
+
+Progress = Callable[[int, "int | None"], None]
+_END = object()
+
+
+class _Stopped(Exception):
+    """Raised inside a stage when another stage has failed."""
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self.stage: str | None = None
+        self.error: BaseException | None = None
+
+    def fail(self, stage: str, error: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.stage, self.error = stage, error
+        self.event.set()
+
+
+class _Channel:
+    """A bounded FIFO whose put/get give up as soon as the pipeline stops."""
+
+    def __init__(self, size: int, stop: _Stop) -> None:
+        self._q: queue.Queue = queue.Queue(maxsize=size)
+        self._stop = stop
+
+    def put(self, item: object) -> None:
+        while not self._stop.event.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                pass
+        raise _Stopped
+
+    def get(self) -> object:
+        while not self._stop.event.is_set():
+            try:
+                return self._q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        raise _Stopped
+
+
+@dataclass(frozen=True)
+class PipelineStats:
+    frames: int
+    seconds: float
+
+
+def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max_value: int, writer: Writer,
+                 progress: Progress | None = None, total: int | None = None, depth: int = 4) -> PipelineStats:
+    """Decode, upscale and encode every frame; raises the first stage's error (after stopping
+    everything) or KeyboardInterrupt."""
+    stop = _Stop()
+    decoded, upscaled = _Channel(depth, stop), _Channel(depth, stop)
+    started = time.perf_counter()
+
+    def read() -> None:
+        reader.start()
+        for frame in reader.frames():
+            decoded.put(frame)
+        decoded.put(_END)
+
+    def process() -> None:
+        while (item := decoded.get()) is not _END:
+            frame: Frame = item  # type: ignore[assignment]
+            frame.planes = engine.upscale_frame(frame.planes, specs, max_value)
+            upscaled.put(frame)
+        upscaled.put(_END)
+
+    def write() -> None:
+        started_writer = False
+        while (item := upscaled.get()) is not _END:
+            frame: Frame = item  # type: ignore[assignment]
+            if not started_writer:
+                writer.start(reader.time_base, frame.pts)  # type: ignore[arg-type]
+                started_writer = True
+            writer.write(frame)
+            if progress is not None:
+                progress(1, total)
+        if started_writer:
+            writer.finish()
+
+    def stage(name: str, fn: Callable[[], None]) -> threading.Thread:
+        def body() -> None:
+            try:
+                fn()
+            except _Stopped:
+                pass
+            except BaseException as e:  # noqa: BLE001 - every failure must stop the pipeline
+                stop.fail(name, e)
+
+        t = threading.Thread(target=body, name=f"srgpu-video-{name}", daemon=True)
+        t.start()
+        return t
+
+    threads = [stage("reader", read), stage("processing", process), stage("writer", write)]
+    try:
+        while any(t.is_alive() for t in threads):
+            if stop.event.wait(0.05):
+                break
+    except KeyboardInterrupt as e:
+        stop.fail("interrupt", e)
+    if stop.error is not None:
+        _shutdown(reader, writer, threads)
+        raise stop.error
+    for t in threads:
+        t.join()
+    return PipelineStats(writer.frames_written, time.perf_counter() - started)
+
+
+def _shutdown(reader: Reader, writer: Writer, threads: list[threading.Thread]) -> None:
+    """Kill both children (unblocking pipe I/O), then wait for the stages to notice."""
+    reader.kill()
+    writer.kill()
+    deadline = time.monotonic() + 10.0
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))

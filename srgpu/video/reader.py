@@ -1,0 +1,207 @@
+"""The decoder: ffmpeg decodes one video stream to raw planar frames on its stdout; the
+``showinfo`` filter logs each frame's exact pts and duration (in the stream's time base) on
+stderr, just before that frame is written, so frame n and its timestamp pair up by order.
+
+Decoding runs with -copyts (timestamps as in the file, as the writer uses them for the other
+streams) and -noautorotate (frames as stored; the display matrix is copied to the output instead)
+and -fps_mode passthrough (no frame dropped or duplicated).
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import threading
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from . import ffmpeg
+from .errors import VideoError
+from .formats import PixelLayout
+
+_SHOWINFO = "[Parsed_showinfo_"
+_FRAME = re.compile(r"\bn:\s*(\d+)\s+pts:\s*(-?\d+|NOPTS)\b")
+_DURATION = re.compile(r"\bduration:\s*(-?\d+|NOPTS)\b")
+_SIZE = re.compile(r"\bs:(\d+)x(\d+)\b")
+_TIME_BASE = re.compile(r"config in time_base: (\d+)/(\d+)")
+_END = object()
+
+
+@dataclass
+class Frame:
+    """One frame in flight: its position, exact timing (ticks of the reader's time base) and planes."""
+
+    index: int
+    pts: int
+    duration: int | None
+    planes: list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Meta:
+    index: int
+    pts: int | None
+    duration: int | None
+    width: int
+    height: int
+
+
+class Reader:
+    """Decodes stream ``stream_index`` of ``src`` into frames of ``layout``."""
+
+    def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
+                 decoder: str | None = None, vf_extra: str | None = None,
+                 size: tuple[int, int] | None = None) -> None:
+        self.src = src
+        self.size = size  # (width, height) the stream header promised; frames must match it
+        self.layout = layout
+        filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
+        self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
+                     "-copyts", "-noautorotate", *(["-c:v", decoder] if decoder else []), "-i", str(src),
+                     "-map", f"0:{stream_index}", "-vf", filters, "-fps_mode", "passthrough",
+                     "-enc_time_base:v", "demux",  # no re-timing: rawvideo then sees the exact pts
+                     "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]
+        self.time_base: Fraction | None = None
+        self.frames_read = 0
+        self.last_time: float | None = None  # seconds, of the last frame read
+        self._meta: queue.Queue = queue.Queue()
+        self._proc: subprocess.Popen | None = None
+        self._log: ffmpeg.StderrLog | None = None
+        self._killed = False
+        self._lock = threading.Lock()  # start() and kill() may race when another stage fails
+
+    # ---------------------------------------------------------------- stderr side
+
+    def _on_line(self, line: str) -> bool:
+        if _SHOWINFO not in line:
+            return False
+        m = _FRAME.search(line)
+        size = _SIZE.search(line) if m else None
+        if m and size:
+            pts = None if m.group(2) == "NOPTS" else int(m.group(2))
+            d = _DURATION.search(line)
+            dur = None if d is None or d.group(1) == "NOPTS" else int(d.group(1))
+            self._meta.put(_Meta(int(m.group(1)), pts, dur, int(size.group(1)), int(size.group(2))))
+        elif self.time_base is None:
+            tb = _TIME_BASE.search(line)
+            if tb and int(tb.group(1)) > 0 and int(tb.group(2)) > 0:
+                self.time_base = Fraction(int(tb.group(1)), int(tb.group(2)))
+        return True
+
+    # ---------------------------------------------------------------- frames
+
+    def start(self) -> None:
+        with self._lock:
+            if self._killed:
+                raise VideoError(f"{self.src}: stopped")
+            self._proc = ffmpeg.popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, bufsize=0)
+            self._log = ffmpeg.StderrLog(self._proc.stderr, on_line=self._on_line)  # type: ignore[arg-type]
+        self._log_done = self._log.thread  # stderr at EOF: no more frame lines will come
+
+    def _next_meta(self) -> _Meta | None:
+        while True:
+            try:
+                return self._meta.get(timeout=0.1)
+            except queue.Empty:
+                if not self._log_done.is_alive():
+                    try:
+                        return self._meta.get_nowait()
+                    except queue.Empty:
+                        return None
+
+    def _read_exact(self, size: int) -> bytearray | None:
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        stdout = self._proc.stdout  # type: ignore[union-attr]
+        while got < size:
+            n = stdout.readinto(view[got:])  # type: ignore[union-attr]
+            if not n:
+                if got == 0:
+                    return None
+                raise self._failure(f"the decoder's output ended inside frame {self.frames_read}")
+            got += n
+        return buf
+
+    def frames(self) -> Iterator[Frame]:
+        """Frames in presentation order; VideoError when decoding fails anywhere."""
+        assert self._proc is not None, "start() first"
+        first: _Meta | None = None
+        prev_pts: int | None = None
+        prev_dur: int | None = None
+        while True:
+            meta = self._next_meta()
+            self._check_errors()
+            if meta is None:
+                if self._read_exact(1) is not None:
+                    raise self._failure("the decoder wrote more frames than it reported")
+                break
+            if first is None:
+                first = meta
+                if self.time_base is None:
+                    raise self._failure("ffmpeg reported no time base for the video stream")
+                if self.size is not None and (meta.width, meta.height) != self.size:
+                    raise self._failure(f"frames decode as {meta.width}x{meta.height}, not the "
+                                        f"{self.size[0]}x{self.size[1]} the stream header gives")
+            elif (meta.width, meta.height) != (first.width, first.height):
+                raise self._failure(f"the frame size changes from {first.width}x{first.height} to "
+                                    f"{meta.width}x{meta.height} at frame {meta.index}; videos whose "
+                                    f"resolution changes are not supported")
+            data = self._read_exact(self.layout.frame_bytes(meta.width, meta.height))
+            if data is None:
+                self._check_errors()
+                raise self._failure(f"the decoder reported frame {meta.index} but did not deliver it")
+            pts = meta.pts
+            if pts is None:  # no timestamp from the demuxer: continue the previous frame's timing
+                pts = 0 if prev_pts is None else prev_pts + (prev_dur or 1)
+            planes = self._split(data, meta.width, meta.height)
+            self.frames_read += 1
+            self.last_time = float(pts * self.time_base)  # type: ignore[operator]
+            prev_pts, prev_dur = pts, meta.duration
+            yield Frame(meta.index, pts, meta.duration, planes)
+        self._finish()
+
+    def _split(self, data: bytearray, width: int, height: int) -> list[np.ndarray]:
+        flat = np.frombuffer(data, dtype=self.layout.dtype)
+        planes, offset = [], 0
+        for h, w in self.layout.plane_shapes(width, height):
+            planes.append(flat[offset:offset + h * w].reshape(h, w))
+            offset += h * w
+        return planes
+
+    def _finish(self) -> None:
+        proc = self._proc
+        assert proc is not None and self._log is not None
+        try:
+            rc = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            raise self._failure("the decoder did not exit after its last frame") from None
+        self._log.join()
+        self._check_errors()
+        if rc != 0 and not self._killed:
+            raise self._failure(f"the decoder exited with status {rc}")
+
+    def _check_errors(self) -> None:
+        if self._log is not None and self._log.first_error is not None:
+            raise self._failure(None)
+
+    def _failure(self, what: str | None) -> VideoError:
+        where = (f"after frame {self.frames_read - 1} ({self.last_time:.3f} s)" if self.frames_read
+                 else "before the first frame")
+        log = self._log
+        detail = log.first_error if log is not None and log.first_error else (log.summary() if log else "")
+        head = what or "decoding failed"
+        return VideoError(f"{self.src}: {head} {where}: {detail}" if detail else f"{self.src}: {head} {where}")
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+        ffmpeg.stop_process(self._proc)
+        if self._log is not None:
+            self._log.join(1.0)

@@ -1,0 +1,164 @@
+"""The encoder: one ffmpeg with two inputs. Input 0 is our Matroska pipe of upscaled raw frames
+with their exact timestamps; input 1 is the source file, from which every other stream, the
+chapters and the metadata are mapped. Both sides run with -copyts, so the upscaled video and the
+copied audio keep the source's own clock and stay in sync.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from . import ffmpeg, mkv
+from .errors import VideoError
+from .formats import PixelLayout
+from .reader import Frame
+
+
+@dataclass(frozen=True)
+class OutputStream:
+    """One output stream, in output order: the upscaled video (source index ``src_index``, from
+    the pipe) or a stream of the source file, with its codec arguments."""
+
+    src_index: int
+    upscaled: bool
+    codec: str  # an encoder name or "copy"
+    options: tuple[tuple[str, str], ...] = ()  # ("-crf", "18") becomes -crf:N 18 for output stream N
+
+
+@dataclass(frozen=True)
+class EncodePlan:
+    src: Path
+    tmp: Path
+    muxer: str
+    layout: PixelLayout  # what the pipe carries (the engine's output)
+    out_size: tuple[int, int]  # (width, height) after upscaling
+    enc_size: tuple[int, int]  # after padding to what the encoder needs
+    streams: tuple[OutputStream, ...]
+    video_filters: tuple[str, ...] = ()  # setparams (colour tags), setsar
+    rotation: float = 0.0  # ffmpeg's display-matrix reading of the source
+    upscaled_default: bool = True
+    extra_args: tuple[str, ...] = ()
+    output_args: tuple[str, ...] = field(default_factory=tuple)
+
+    def command(self, time_base: Fraction, first_seconds: float) -> list[str]:
+        """ffmpeg arguments, once the reader knows the exact time base and the first timestamp."""
+        args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+warning", "-copyts"]
+        args += ["-noautorotate"]
+        if self.rotation:
+            args += ["-display_rotation:v:0", _num(-self.rotation)]
+        if first_seconds < 0:  # Matroska holds no negative time: the pipe is shifted, shift it back
+            args += ["-itsoffset", _num(first_seconds)]
+        args += ["-f", "matroska", "-i", "pipe:0", "-i", str(self.src)]
+        video_index = 0
+        for out, s in enumerate(self.streams):
+            if s.upscaled:
+                video_index = out
+            args += ["-map", "0:0" if s.upscaled else f"1:{s.src_index}", f"-c:{out}", s.codec]
+            for key, value in s.options:
+                args += [f"{key}:{out}", value]
+            args += [f"-map_metadata:s:{out}", f"1:s:{s.src_index}"]
+        args += ["-map_metadata", "1", "-map_chapters", "1"]
+        args += [f"-disposition:{video_index}", "default" if self.upscaled_default else "0"]
+        args += [f"-fps_mode:{video_index}", "passthrough",
+                 f"-enc_time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
+        if self.video_filters:
+            args += [f"-filter:{video_index}", ",".join(self.video_filters)]
+        args += ["-max_muxing_queue_size", "4096", *self.output_args, *self.extra_args]
+        return [*args, "-f", self.muxer, "-y", str(self.tmp)]
+
+
+def _num(x: float) -> str:
+    return f"{x:.6f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+class Writer:
+    """Feeds frames to the encoder; started on the first frame, when the time base is known."""
+
+    def __init__(self, plan: EncodePlan) -> None:
+        self.plan = plan
+        self.frames_written = 0
+        self._proc: subprocess.Popen | None = None
+        self._log: ffmpeg.StderrLog | None = None
+        self._ns_per_tick: Fraction | None = None
+        self._origin = 0  # ticks subtracted so that the pipe's timestamps are not negative
+        self._lock = threading.Lock()  # start() and kill() may race when another stage fails
+        self._killed = False
+
+    def start(self, time_base: Fraction, first_pts: int) -> None:
+        self._ns_per_tick = time_base * 1_000_000_000
+        self._origin = min(first_pts, 0)
+        cmd = self.plan.command(time_base, float(self._origin * time_base))
+        with self._lock:
+            if self._killed:
+                raise VideoError(f"{self.plan.src}: stopped")
+            self._proc = ffmpeg.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE)
+            self._log = ffmpeg.StderrLog(self._proc.stderr)  # type: ignore[arg-type]
+        w, h = self.plan.enc_size
+        self._write(mkv.header(w, h, self.plan.layout))
+
+    def _ns(self, ticks: int) -> int:
+        return round(ticks * self._ns_per_tick)  # type: ignore[operator]
+
+    def write(self, frame: Frame) -> None:
+        planes = self._pad(frame.planes)
+        payload = sum(p.nbytes for p in planes)
+        before, after = mkv.frame_prefix(self._ns(frame.pts - self._origin),
+                                         self._ns(frame.duration) if frame.duration else None, payload)
+        self._write(before)
+        for p in planes:
+            self._write(memoryview(np.ascontiguousarray(p)).cast("B"))
+        self._write(after)
+        self.frames_written += 1
+
+    def _pad(self, planes: list[np.ndarray]) -> list[np.ndarray]:
+        """Repeat the last row/column where the encoder needs even sizes (odd output sizes)."""
+        if self.plan.enc_size == self.plan.out_size:
+            return planes
+        shapes = self.plan.layout.plane_shapes(*self.plan.enc_size)
+        return [p if p.shape == s else np.pad(p, ((0, s[0] - p.shape[0]), (0, s[1] - p.shape[1])), mode="edge")
+                for p, s in zip(planes, shapes)]
+
+    def _write(self, data: bytes | memoryview) -> None:
+        try:
+            self._proc.stdin.write(data)  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError, OSError):
+            raise self._failure("the encoder stopped accepting frames") from None
+
+    def finish(self) -> None:
+        proc = self._proc
+        assert proc is not None and self._log is not None
+        try:
+            proc.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            pass
+        rc = proc.wait()
+        self._log.join()
+        if rc != 0:
+            raise self._failure(f"the encoder failed (exit status {rc})")
+
+    def _failure(self, what: str) -> VideoError:
+        if self._proc is not None:
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._log is not None:
+            self._log.join(2.0)
+            detail = self._log.first_error or self._log.summary()
+        else:
+            detail = ""
+        return VideoError(f"{self.plan.src}: {what} after {self.frames_written} frames: {detail}")
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+        ffmpeg.stop_process(self._proc)
+        if self._log is not None:
+            self._log.join(1.0)
