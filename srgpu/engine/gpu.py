@@ -1,0 +1,466 @@
+"""The GPU engine: every step between host planes in and host planes out on one CUDA device.
+
+Per plane: upload, bicubic (two separable passes, srgpu.kernels.bicubic), the three SRCNN layers
+(srgpu.kernels.conv, one variant + launch shape per layer as the plan says) or a fused kernel,
+conversion back to the plane's sample type (srgpu.kernels.quantize), download. Everything is
+queued on one CUDA stream with no host round trip between steps; device buffers are kept per
+frame size and reused, so a video allocates nothing per frame.
+
+A frame whose 64- and 32-channel intermediates do not fit the memory budget runs in horizontal
+strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
+border affects are discarded, so the result equals the untiled one exactly.
+
+The plan for a frame size comes from srgpu.tune (cached per GPU model, model architecture and
+frame size; measured on first use when ``autotune``). Any compile or launch failure raises
+EngineError naming the kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..model import SRCNNModel
+from .base import Engine, EngineError, PlaneSpec
+
+SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float32))
+MEMORY_FRACTION = 0.6  # of free device memory the strip buffers may take when no budget is given
+MIN_KEPT_ROWS = 16  # rows a strip must keep besides its halos, or the frame is refused
+CACHED_SHAPES = 4  # frame sizes whose buffers are kept
+
+
+@dataclass
+class _Work:
+    tmp: Any  # bicubic intermediate, float32
+    y: Any  # bicubic output = SRCNN input, float32 (H, W)
+    lr: Any = None  # fused plans: float32 LR plane
+    net: Any = None  # fused plans: float32 SRCNN output
+
+
+class GPUEngine(Engine):
+    """SRCNN on ``cuda:device_index``.
+
+    plan: run this plan for every frame size (srgpu.tune.Plan) instead of choosing one.
+    autotune: measure a plan on the first frame of each new size when none is cached
+        (otherwise the default plan runs until ``srgpu tune`` caches one).
+    tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
+    precision: 'fp32' | 'fp16' | 'auto', passed to fused backends; layer-wise plans are fp32.
+    self_check: run the starting plan on a small random frame against the CPU reference.
+    """
+
+    name = "cuda"
+
+    def __init__(self, model: SRCNNModel, scale: int, device_index: int = 0, *, plan: Any = None,
+                 autotune: bool = True, tile_budget_bytes: int | None = None, cache_dir: Path | None = None,
+                 precision: str = "fp32", self_check: bool = True, log: Callable[[str], None] | None = None) -> None:
+        super().__init__(model, scale)
+        from .. import tune
+        from ..kernels.conv import srcnn_layers
+
+        if precision not in tune.PRECISIONS:
+            raise EngineError(f"unknown precision {precision!r}: use {', '.join(tune.PRECISIONS)}")
+        try:
+            import cupy as cp
+
+            from ..kernels.build import device_limits
+
+            self._cp = cp
+            self.device = cp.cuda.Device(device_index)
+            with self.device:
+                self.limits = device_limits(device_index)
+                self.stream = cp.cuda.Stream(non_blocking=True)
+        except EngineError:
+            raise
+        except Exception as e:
+            raise EngineError(f"cuda:{device_index} cannot be used ({' '.join(str(e).split())})") from None
+        self.device_index = device_index
+        self.description = f"GPU cuda:{device_index} ({self.limits.name})"
+        self.precision = precision
+        self.autotune = autotune
+        self.tile_budget_bytes = tile_budget_bytes
+        self.cache_dir = cache_dir
+        self.log = log
+        self.layers = srcnn_layers(model)
+        self._given_plan = plan
+        self._plans: dict[tuple[tuple[int, int], tuple[int, int]], Any] = {}
+        self._conv_kernels: dict[str, Any] = {}
+        self._fused_runners: dict[Any, Callable[..., None]] = {}
+        self._io: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
+        self._work: OrderedDict[Any, _Work] = OrderedDict()
+        self._strips: OrderedDict[Any, tuple[Any, Any, Any]] = OrderedDict()
+        self._strip_rows: dict[tuple[int, int], int] = {}
+        with self._on_device(), self._guard("initialising the GPU engine"):
+            from ..kernels.bicubic import Bicubic
+            from ..kernels.conv import transpose_weights
+            from ..kernels.quantize import Quantize
+
+            a = model.arrays(np.float32)
+            self._weights = [(cp.asarray(transpose_weights(a[f"conv{i}_weight"])), cp.asarray(a[f"conv{i}_bias"]))
+                             for i in (1, 2, 3)]
+            self.bicubic = Bicubic(device_index, self.limits)
+            self.quantize = Quantize(device_index, self.limits)
+            start = plan if plan is not None else tune.default_plan(model)
+            if self_check:
+                self.check_plan(start)
+            else:
+                self._prepare(start)
+
+    # ------------------------------------------------------------ host API (Engine)
+
+    def srcnn_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
+        return self.upscale_frame([plane], [PlaneSpec(tuple(out_shape), True)], max_value)[0]
+
+    def bicubic_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
+        return self.upscale_frame([plane], [PlaneSpec(tuple(out_shape), False)], max_value)[0]
+
+    def upscale_frame(self, planes: Sequence[np.ndarray], specs: Sequence[PlaneSpec], max_value: float) -> list[np.ndarray]:
+        """All planes uploaded, processed and downloaded on one stream; one wait at the end."""
+        if len(planes) != len(specs):
+            raise ValueError(f"{len(planes)} planes but {len(specs)} plane specs")
+        prepared = [_as_supported(p) for p in planes]
+        results = []
+        with self._on_device(), self._guard("processing a frame"):
+            outs = []
+            for slot, ((plane, back), spec) in enumerate(zip(prepared, specs)):
+                src, out = self._io_buffers(slot, plane.shape, plane.dtype, tuple(spec.out_shape))
+                src.set(plane, stream=self.stream)
+                if spec.srcnn:
+                    self.srcnn_device(src, out, max_value)
+                else:
+                    self.bicubic_device(src, out, max_value)
+                outs.append(out)
+            for out, (_, back) in zip(outs, prepared):
+                host = out.get(stream=self.stream, blocking=False)
+                results.append((host, back))
+            self.stream.synchronize()
+        return [host if back is None else host.astype(back) for host, back in results]
+
+    def close(self) -> None:
+        self._io.clear()
+        self._work.clear()
+        self._strips.clear()
+
+    # ------------------------------------------------------------ device API (for pipelines)
+
+    def srcnn_device(self, src: Any, out: Any, max_value: float) -> None:
+        """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
+        (dtype uint8/uint16/float32) on ``self.stream``. Work buffers are reused by the next call
+        on this engine, which is ordered after this one by the stream."""
+        in_shape, out_shape = tuple(src.shape), tuple(out.shape)
+        with self._on_device():
+            self._run_plan(self.plan_for(in_shape, out_shape), src, out, max_value)
+
+    def bicubic_device(self, src: Any, out: Any, max_value: float) -> None:
+        with self._on_device():
+            work = self._work_buffers(tuple(src.shape), tuple(out.shape))
+            self.bicubic.resize(src, out, work.tmp, max_value, True, self.stream)
+
+    # ------------------------------------------------------------ plans
+
+    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> Any:
+        from .. import tune
+
+        key = (tuple(in_shape), tuple(out_shape))
+        plan = self._plans.get(key)
+        if plan is None:
+            if self._given_plan is not None:
+                plan = self._given_plan
+            elif self.autotune:
+                plan = tune.plan_for(self, in_shape, out_shape, self.cache_dir, log=self.log)
+            else:
+                plan = tune.load_cached(tune.plan_key(self, in_shape, out_shape), self.cache_dir, self.layers) \
+                    or tune.default_plan(self.model)
+            self._prepare(plan)
+            self._plans[key] = plan
+        return plan
+
+    def _prepare(self, plan: Any) -> None:
+        """Compile what ``plan`` runs (EngineError naming the kernel on failure)."""
+        if plan.kind == "layerwise":
+            try:
+                plan.check(self.layers)
+            except ValueError as e:
+                raise EngineError(str(e)) from None
+            self._compile_pairs([(i, c.config) for i, c in enumerate(plan.layers)])
+        elif plan.kind == "fused":
+            self._fused_runner(plan.fused)
+        else:
+            raise EngineError(f"unknown plan kind {plan.kind!r}")
+
+    def check_plan(self, plan: Any, seed: int = 0) -> None:
+        """Run ``plan`` on a small random frame against the CPU reference (float32 output within
+        1e-4 of the float64 reference for layer-wise plans; 8-bit outputs within one level,
+        >= 99.9 % equal, for fused ones). EngineError if it fails."""
+        from ..reference import srcnn_forward
+        from ..resize import imresize
+
+        self._prepare(plan)
+        rng = np.random.default_rng(seed)
+        cp = self._cp
+        lr_shape = (40, 36) if plan.kind == "layerwise" else (72, 64)
+        out_shape = (lr_shape[0] * self.scale, lr_shape[1] * self.scale)
+        with self._on_device(), self._guard(f"checking plan {plan.describe()}"):
+            lr = rng.random(lr_shape, dtype=np.float32)
+            up = imresize(lr.astype(np.float64), output_shape=out_shape)
+            expect = srcnn_forward(up, self.model, dtype=np.float64)
+            src = cp.asarray(lr)
+            if plan.kind == "layerwise":
+                net = cp.full(out_shape, np.nan, dtype=np.float32)
+                work = self._work_buffers(lr_shape, out_shape)
+                self.bicubic.resize(src, work.y, work.tmp, 1.0, False, self.stream)
+                self._layers(plan, work.y, net, None)
+                got = net.get(stream=self.stream)
+                err = float(np.max(np.abs(got - expect))) if not np.isnan(got).any() else float("nan")
+                limit = 1e-4 * max(1.0, float(np.max(np.abs(expect))))
+                if not err <= limit:
+                    raise EngineError(f"plan {plan.describe()} failed its self-check: max error {err:.3g} > {limit:.3g}")
+            else:
+                out = cp.full(out_shape, 0xAB, dtype=np.uint8)
+                src8 = cp.asarray(np.round(lr * 255).astype(np.uint8))
+                self._run_plan(plan, src8, out, 255)
+                got = out.get(stream=self.stream)
+                up8 = imresize((np.round(lr * 255) / 255).astype(np.float64), output_shape=out_shape)
+                ref8 = np.floor(np.clip(srcnn_forward(up8, self.model, dtype=np.float64), 0, 1) * 255 + 0.5)
+                diff = np.abs(got.astype(np.int32) - ref8.astype(np.int32))
+                if diff.max() > 1 or np.mean(diff == 0) < 0.999:
+                    raise EngineError(f"plan {plan.describe()} failed its self-check: {np.mean(diff == 0):.4%} of "
+                                      f"8-bit pixels equal, max difference {int(diff.max())}")
+
+    # ------------------------------------------------------------ running a plan
+
+    def _run_plan(self, plan: Any, src: Any, out: Any, max_value: float) -> None:
+        in_shape, out_shape = tuple(src.shape), tuple(out.shape)
+        work = self._work_buffers(in_shape, out_shape, fused=plan.kind == "fused")
+        if plan.kind == "fused":
+            self.quantize.to_unit(src, work.lr, max_value, self.stream)
+            try:
+                self._fused_runner(plan.fused)(work.lr, work.net, self.stream)
+            except EngineError:
+                raise
+            except Exception as e:
+                raise EngineError(f"fused kernel {plan.fused.label} failed: {' '.join(str(e).split())}") from None
+            self.quantize.from_unit(work.net, out, max_value, self.stream)
+            return
+        self.bicubic.resize(src, work.y, work.tmp, max_value, False, self.stream)
+        self._layers(plan, work.y, out, max_value)
+
+    def _layers(self, plan: Any, y: Any, out: Any, max_value: float | None) -> None:
+        """The three layers on ``y`` (H, W) in strips; ``out`` gets the converted result (or the
+        raw float output when ``max_value`` is None)."""
+        H, W = y.shape
+        rows = self.strip_rows(H, W)
+        for s in strips(H, rows, self.model.halo):
+            h1, h2, o = self.layer_buffers(s.a1 - s.a0, W, capacity=rows)
+            self.run_layer(0, plan.layers[0].config, y[s.a0:s.a1], h1)
+            self.run_layer(1, plan.layers[1].config, h1, h2)
+            self.run_layer(2, plan.layers[2].config, h2, o)
+            part = o[0, s.r0 - s.a0:s.r1 - s.a0]
+            if max_value is None:
+                self._cp.copyto(out[s.r0:s.r1], part)  # raw float (self-checks)
+            else:
+                self.quantize.from_unit(part, out[s.r0:s.r1], max_value, self.stream)
+
+    def run_layer(self, index: int, cfg: Any, x: Any, y: Any) -> None:
+        from ..kernels import conv
+
+        layer = self.layers[index]
+        kernel = self._conv_kernels.get(cfg.kernel_name(layer))
+        if kernel is None:
+            self._compile_pairs([(index, cfg)])
+            kernel = self._conv_kernels[cfg.kernel_name(layer)]
+        wt, b = self._weights[index]
+        conv.run(kernel, layer, cfg, x, wt, b, y, self.stream)
+
+    def compile_layer_configs(self, index: int, configs: Sequence[Any]) -> None:
+        self._compile_pairs([(index, c) for c in configs])
+
+    def _compile_pairs(self, pairs: Sequence[tuple[int, Any]]) -> None:
+        from ..kernels.conv import compile_configs
+
+        todo = [(self.layers[i], c) for i, c in pairs if c.kernel_name(self.layers[i]) not in self._conv_kernels]
+        if todo:
+            with self.device:
+                self._conv_kernels.update(compile_configs(todo, self.device_index, self.limits))
+
+    def _fused_runner(self, choice: Any) -> Callable[..., None]:
+        import importlib
+
+        from .. import tune
+
+        if choice is None or choice.backend not in tune.FUSED_BACKENDS:
+            raise EngineError(f"unknown fused backend {getattr(choice, 'backend', None)!r}")
+        runner = self._fused_runners.get(choice)
+        if runner is None:
+            try:
+                backend = importlib.import_module(choice.backend)
+            except ImportError as e:
+                raise EngineError(f"fused backend {choice.backend} is not available ({e})") from None
+            with self.device:
+                runner = backend.fused_runner(choice, self.model, self.device_index, self.limits)
+            self._fused_runners[choice] = runner
+        return runner
+
+    # ------------------------------------------------------------ memory
+
+    def strip_rows(self, H: int, W: int) -> int:
+        """Rows per strip of the layer intermediates (H when the whole frame fits the budget)."""
+        key = (H, W)
+        if key not in self._strip_rows:
+            row_bytes = 4 * W * (self.model.n1 + self.model.n2 + 1)
+            budget = self.tile_budget_bytes
+            if budget is None:
+                cp = self._cp
+                with self.device:
+                    free, _ = cp.cuda.runtime.memGetInfo()
+                budget = int(MEMORY_FRACTION * (free + cp.get_default_memory_pool().free_bytes()))
+            rows = budget // row_bytes
+            if rows < H:
+                need = 2 * self.model.halo + MIN_KEPT_ROWS
+                if rows < need:
+                    raise EngineError(f"a {W}x{H} frame needs at least {need * row_bytes / 2**20:.0f} MiB of GPU "
+                                      f"memory for its layer intermediates; {budget / 2**20:.0f} MiB available")
+            self._strip_rows[key] = int(min(rows, H))
+        return self._strip_rows[key]
+
+    def layer_buffers(self, rows: int, W: int, capacity: int | None = None) -> tuple[Any, Any, Any]:
+        """(n1, rows, W), (n2, rows, W), (1, rows, W) float32 views of buffers sized for
+        ``capacity`` rows, allocated once per (capacity, W)."""
+        cp = self._cp
+        capacity = max(rows, capacity or rows)
+        key = (capacity, W)
+        bufs = self._strips.get(key)
+        if bufs is None:
+            with self._on_device():
+                bufs = tuple(cp.empty(c * capacity * W, dtype=np.float32) for c in (self.model.n1, self.model.n2, 1))
+            _remember(self._strips, key, bufs)
+        n1, n2 = self.model.n1, self.model.n2
+        return (bufs[0][:n1 * rows * W].reshape(n1, rows, W), bufs[1][:n2 * rows * W].reshape(n2, rows, W),
+                bufs[2][:rows * W].reshape(1, rows, W))
+
+    def _work_buffers(self, in_shape: tuple[int, int], out_shape: tuple[int, int], fused: bool = False) -> _Work:
+        from ..kernels.bicubic import intermediate_shape
+
+        cp = self._cp
+        key = (in_shape, out_shape)
+        work = self._work.get(key)
+        if work is None:
+            with self._on_device():
+                work = _Work(cp.empty(intermediate_shape(in_shape, out_shape), dtype=np.float32),
+                             cp.empty(out_shape, dtype=np.float32))
+            _remember(self._work, key, work)
+        if fused and work.lr is None:
+            with self._on_device():
+                work.lr = cp.empty(in_shape, dtype=np.float32)
+                work.net = cp.empty(out_shape, dtype=np.float32)
+        return work
+
+    def _io_buffers(self, slot: int, in_shape: tuple[int, int], dtype: np.dtype,
+                    out_shape: tuple[int, int]) -> tuple[Any, Any]:
+        cp = self._cp
+        key = (slot, tuple(in_shape), np.dtype(dtype), tuple(out_shape))
+        bufs = self._io.get(key)
+        if bufs is None:
+            with self._on_device():
+                bufs = (cp.empty(in_shape, dtype=dtype), cp.empty(out_shape, dtype=dtype))
+            _remember(self._io, key, bufs, limit=CACHED_SHAPES * 4)
+        return bufs
+
+    # ------------------------------------------------------------ timing (srgpu.tune, srgpu.bench)
+
+    def time_network(self, plan: Any, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
+                     dtype: type = np.uint8, seed: int = 1) -> tuple[float, dict[str, float]]:
+        """(ms per frame of the whole device-side network for ``plan`` on a random 8-bit frame,
+        ms of each stage run alone)."""
+        from ..tune import time_ms
+
+        cp = self._cp
+        rng = np.random.default_rng(seed)
+        self._prepare(plan)
+        with self._on_device(), self._guard(f"timing plan {plan.describe()}"):
+            src = cp.asarray(rng.integers(0, 256, lr_shape).astype(dtype))
+            out = cp.empty(hr_shape, dtype=dtype)
+            total = time_ms(lambda: self._run_plan(plan, src, out, 255), self.stream)
+            stages: dict[str, float] = {}
+            if plan.kind == "layerwise":
+                work = self._work_buffers(tuple(lr_shape), tuple(hr_shape))
+                stages["bicubic"] = time_ms(lambda: self.bicubic.resize(src, work.y, work.tmp, 255, False, self.stream),
+                                            self.stream)
+                H, W = hr_shape
+                rows = self.strip_rows(H, W)
+                h1, h2, o = self.layer_buffers(rows, W, capacity=rows)
+                ins, outs = [work.y[:rows], h1, h2], [h1, h2, o]
+                for i, choice in enumerate(plan.layers):
+                    stages[choice.layer] = time_ms(lambda: self.run_layer(i, choice.config, ins[i], outs[i]), self.stream)
+                stages["quantize"] = time_ms(lambda: self.quantize.from_unit(work.y, out, 255, self.stream), self.stream)
+            return total, stages
+
+    # ------------------------------------------------------------ context and errors
+
+    @contextlib.contextmanager
+    def _on_device(self) -> Iterator[None]:
+        """This engine's device and stream current: every CuPy copy, allocation and launch inside
+        is ordered on ``self.stream`` (which does not synchronise with the legacy default stream)."""
+        with self.device, self.stream:
+            yield
+
+    @contextlib.contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        """CUDA errors (often reported at the next synchronisation) -> EngineError saying what ran."""
+        try:
+            yield
+        except (EngineError, ValueError, TypeError):
+            raise
+        except Exception as e:
+            if type(e).__module__.startswith(("cupy", "cupy_backends")) or "CUDA" in type(e).__name__:
+                raise EngineError(f"GPU error while {what}: {' '.join(str(e).split())}") from None
+            raise
+
+
+@dataclass(frozen=True)
+class Strip:
+    """Rows [r0, r1) of the output computed from input rows [a0, a1) (r0..r1 plus the halo)."""
+
+    r0: int
+    r1: int
+    a0: int
+    a1: int
+
+
+def strips(H: int, rows: int, halo: int) -> list[Strip]:
+    """Cover H rows with strips of at most ``rows`` input rows that overlap by ``halo`` each
+    side: the rows a strip's false (non-image) border influences are never kept."""
+    if rows >= H:
+        return [Strip(0, H, 0, H)]
+    kept = rows - 2 * halo
+    if kept < 1:
+        raise ValueError(f"strips of {rows} rows cannot hold a halo of {halo} rows each side")
+    out = []
+    r0 = 0
+    while r0 < H:
+        r1 = min(H, r0 + kept)
+        out.append(Strip(r0, r1, max(0, r0 - halo), min(H, r1 + halo)))
+        r0 = r1
+    return out
+
+
+def _as_supported(plane: np.ndarray) -> tuple[np.ndarray, np.dtype | None]:
+    """(contiguous plane in a dtype the kernels take, the dtype to cast the result back to)."""
+    if plane.ndim != 2:
+        raise ValueError(f"expected a 2-D plane, got shape {plane.shape}")
+    if plane.dtype in SUPPORTED_DTYPES:
+        return np.ascontiguousarray(plane), None
+    if np.issubdtype(plane.dtype, np.floating):
+        return np.ascontiguousarray(plane, dtype=np.float32), plane.dtype
+    raise ValueError(f"unsupported plane dtype {plane.dtype}: use uint8, uint16 or float32")
+
+
+def _remember(cache: OrderedDict, key: Any, value: Any, limit: int = CACHED_SHAPES) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > limit:
+        cache.popitem(last=False)

@@ -1,0 +1,143 @@
+"""Run-time compilation (CuPy RawModule / NVRTC) and checked launches.
+
+Every compile or launch failure becomes an EngineError that names the kernel, so the engine
+selection can fall back to the CPU (``--device auto``) or fail clearly (``--device cuda``).
+Project headers (``#include "x.cuh"``) are inlined into the source string: CuPy's compile cache
+keys on the source text and would not see edits to an ``-I`` header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..engine.base import EngineError
+from .launch import DeviceLimits, Launch, LaunchError, validate_launch
+
+KERNEL_DIR = Path(__file__).resolve().parent
+COMPILE_OPTIONS = ("-std=c++17",)
+_INCLUDE = re.compile(r'^\s*#include\s+"([A-Za-z0-9_.]+)"\s*$', re.MULTILINE)
+
+
+@lru_cache(maxsize=None)
+def load_source(filename: str) -> str:
+    """A .cu file with its project headers inlined (each once)."""
+    seen: set[str] = set()
+
+    def expand(name: str) -> str:
+        if name in seen:
+            return ""
+        seen.add(name)
+        text = (KERNEL_DIR / name).read_text()
+        return _INCLUDE.sub(lambda m: expand(m.group(1)), text)
+
+    return expand(filename)
+
+
+def sources_digest() -> str:
+    """Hash of every kernel source: a plan measured with other kernels is stale."""
+    h = hashlib.sha256()
+    for p in sorted(KERNEL_DIR.glob("*.cu")) + sorted(KERNEL_DIR.glob("*.cuh")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def device_limits(device_index: int = 0) -> DeviceLimits:
+    import cupy as cp
+
+    props = cp.cuda.runtime.getDeviceProperties(device_index)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    optin = int(props.get("sharedMemPerBlockOptin", 0)) or int(props["sharedMemPerBlock"])
+    return DeviceLimits(
+        name=name, compute_capability=f"{props['major']}.{props['minor']}",
+        max_threads_per_block=int(props["maxThreadsPerBlock"]),
+        max_block_dims=tuple(int(v) for v in props["maxThreadsDim"]),  # type: ignore[arg-type]
+        max_grid_dims=tuple(int(v) for v in props["maxGridSize"]),  # type: ignore[arg-type]
+        max_shared_per_block=int(props["sharedMemPerBlock"]), max_shared_per_block_optin=optin,
+        multiprocessors=int(props["multiProcessorCount"]), total_memory=int(props["totalGlobalMem"]))
+
+
+class Kernel:
+    """One compiled kernel (a template instantiation) with checked launches."""
+
+    def __init__(self, name: str, function: Any, limits: DeviceLimits) -> None:
+        self.name = name
+        self.function = function
+        self.limits = limits
+        self._shared_raised = 0
+
+    @property
+    def registers(self) -> int:
+        return int(self.function.num_regs)
+
+    @property
+    def local_bytes(self) -> int:
+        return int(self.function.local_size_bytes)
+
+    def check(self, launch: Launch) -> None:
+        try:
+            validate_launch(launch, self.limits, int(self.function.max_threads_per_block))
+        except LaunchError as e:
+            raise EngineError(str(e)) from None
+
+    def __call__(self, launch: Launch, args: Sequence[Any], stream: Any) -> None:
+        self.check(launch)
+        try:
+            if launch.needs_shared_optin and launch.shared_bytes > self._shared_raised:
+                self.function.max_dynamic_shared_size_bytes = launch.shared_bytes
+                self._shared_raised = launch.shared_bytes
+            with stream:
+                self.function(launch.grid, launch.block, tuple(args), shared_mem=launch.shared_bytes)
+        except EngineError:
+            raise
+        except Exception as e:  # CUDADriverError / CUDARuntimeError and friends
+            raise EngineError(f"kernel {self.name} failed to launch "
+                              f"(grid {launch.grid}, block {launch.block}, {launch.shared_bytes} B shared): "
+                              f"{_one_line(e)}") from None
+
+
+_compile_lock = threading.Lock()
+_modules: dict[tuple[str, tuple[str, ...], int], dict[str, Kernel]] = {}
+
+
+def compile_kernels(filename: str, names: Sequence[str], device_index: int, limits: DeviceLimits,
+                    extra_source: str = "") -> dict[str, Kernel]:
+    """Compile the template instantiations ``names`` of ``filename`` in one NVRTC call (cached
+    per process). Raises EngineError naming the kernels on a compile error."""
+    import cupy as cp
+
+    names = tuple(sorted(set(names)))
+    key = (filename + extra_source, names, device_index)
+    with _compile_lock:
+        if key in _modules:
+            return _modules[key]
+        code = load_source(filename) + extra_source
+        try:
+            with cp.cuda.Device(device_index):
+                module = cp.RawModule(code=code, options=COMPILE_OPTIONS, name_expressions=list(names))
+                kernels = {n: Kernel(n, module.get_function(n), limits) for n in names}
+                for k in kernels.values():  # force the load now, so failures surface here
+                    _ = k.function.num_regs
+        except Exception as e:
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            raise EngineError(f"kernel {shown} ({filename}) failed to compile: {_compile_message(e)}") from None
+        _modules[key] = kernels
+        return kernels
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _compile_message(e: BaseException) -> str:
+    """The first compiler error line (NVRTC logs are long)."""
+    text = str(e)
+    for line in text.splitlines():
+        if "error" in line.lower():
+            return " ".join(line.split())[:300]
+    return _one_line(e)[:300]

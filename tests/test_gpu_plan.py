@@ -1,0 +1,292 @@
+"""CPU-side tests of the GPU engine's pure parts (run in CI, no GPU needed): launch-configuration
+checks, the candidate lists, plans and their cache, the tiling of a frame into strips, and the
+NumPy references the kernels are held to."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from srgpu.engine.gpu import strips
+from srgpu.kernels import bicubic, conv
+from srgpu.kernels.build import load_source, sources_digest
+from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_launch
+from srgpu.model import random_model
+from srgpu.reference import srcnn_forward, srcnn_layers
+from srgpu.resize import imresize
+from srgpu.tune import FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, save_cached
+
+ARCHS = ("9-1-5", "9-3-5", "9-5-5")
+
+
+# ---------------------------------------------------------------- launch configuration
+
+
+def test_launch_within_limits_passes() -> None:
+    validate_launch(Launch("k", (10_000, 1, 1), (32, 8, 1), 40 * 1024), H100_LIMITS, kernel_max_threads=256)
+
+
+@pytest.mark.parametrize("launch, kernel_max, words", [
+    (Launch("conv_v1<x>", (1, 1, 1), (64, 32, 1)), None, "2048 threads per block exceeds the device's 1024"),
+    (Launch("conv_v5<x>", (1, 1, 1), (32, 8, 1)), 128, "256 threads per block exceeds the 128 its registers allow"),
+    (Launch("conv_v3<x>", (1, 1, 1), (32, 4, 1), 300 * 1024), None, "bytes of shared memory per block exceeds"),
+    (Launch("resample_rows<x>", (1, 70_000, 1), (32, 8, 1)), None, "grid dimension y=70000 exceeds 65535"),
+    (Launch("k<x>", (1, 1, 1), (1, 1, 128)), None, "block dimension z=128 exceeds 64"),
+    (Launch("k<x>", (0, 1, 1), (32, 1, 1)), None, "empty launch"),
+])
+def test_launch_over_limits_names_the_kernel(launch: Launch, kernel_max: int | None, words: str) -> None:
+    with pytest.raises(LaunchError) as e:
+        validate_launch(launch, H100_LIMITS, kernel_max)
+    assert str(e.value).startswith(f"kernel {launch.kernel}:") and words in str(e.value)
+
+
+def test_shared_memory_opt_in_threshold() -> None:
+    assert not Launch("k", (1, 1, 1), (32, 1, 1), 48 * 1024).needs_shared_optin
+    assert Launch("k", (1, 1, 1), (32, 1, 1), 48 * 1024 + 4).needs_shared_optin
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_candidate_is_valid_and_launchable_on_h100(arch: str) -> None:
+    optin_used = False
+    for layer in conv.srcnn_layers(random_model(arch)):
+        cands = conv.candidates(layer)
+        assert {c.variant for c in cands} >= {"v1", "v2", "v3", "v5"}
+        assert ("v4" in {c.variant for c in cands}) == (layer.k <= 5)
+        names = [c.kernel_name(layer) for c in cands]
+        assert len(set(names)) == len(names)
+        for cfg in cands + [conv.default_config(layer)]:
+            assert cfg.problems(layer) == []
+            for h, w in ((1, 1), (2160, 3840), (4320, 7680)):
+                launch = cfg.launch(layer, h, w)
+                validate_launch(launch, H100_LIMITS)
+                optin_used |= launch.needs_shared_optin
+    if arch == "9-1-5":
+        assert optin_used, "the candidates should exercise the >48 KB shared-memory opt-in"
+
+
+def test_config_problems_are_reported() -> None:
+    conv1, conv2, _ = conv.srcnn_layers(random_model("9-1-5"))
+    assert conv.ConvConfig("v5", 32, 4, 6, 8, 1).problems(conv1) == ["v5 needs px a multiple of 4"]
+    assert "fo=7 must divide cout=64" in conv.ConvConfig("v5", 32, 4, 4, 7, 1).problems(conv1)
+    assert "ch=3 must divide cin=64" in conv.ConvConfig("v2", 32, 4, ch=3).problems(conv2)
+    assert "v4 is for 1x1..5x5 layers" in conv.ConvConfig("v4", 32, 4, 4, 8, 1).problems(conv1)
+
+
+def test_shared_bytes_grow_with_the_tile() -> None:
+    _, _, conv3 = conv.srcnn_layers(random_model("9-1-5"))
+    small = conv.ConvConfig("v5", 32, 4, 4, 1, 4)
+    # weights 4*25*1 = 100 floats; tile 4 channels x (4+4) rows x (128+4) columns
+    assert small.shared_bytes(conv3) == 4 * (100 + 4 * 8 * 132)
+    assert replace(small, by=8).shared_bytes(conv3) == 4 * (100 + 4 * 12 * 132)
+
+
+# ---------------------------------------------------------------- kernel sources
+
+
+def test_sources_inline_project_headers() -> None:
+    for name in ("conv.cu", "bicubic.cu", "quantize.cu"):
+        src = load_source(name)
+        assert '#include "' not in src
+        assert "clampi" in src and "store_unit" in src
+    digest = sources_digest()
+    assert len(digest) == 16 and digest == sources_digest()
+
+
+# ---------------------------------------------------------------- plans and their cache
+
+
+def _key(**changes: object) -> PlanKey:
+    key = PlanKey("NVIDIA H100 80GB HBM3 (sm_90)", "9-1-5", (1080, 1920), (2160, 3840), "fp32", "0123456789abcdef")
+    return replace(key, **changes)
+
+
+def _tuned_plan(arch: str = "9-1-5") -> Plan:
+    layers = conv.srcnn_layers(random_model(arch))
+    return Plan("layerwise", tuple(LayerChoice(l.name, conv.candidates(l)[-1], 1.5) for l in layers), None, 4.25, "tuned")
+
+
+def test_plan_round_trips_through_dict() -> None:
+    plan = _tuned_plan()
+    back = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert back.layers == plan.layers and back.ms == plan.ms and back.kind == "layerwise"
+    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused_fp16", (("tile", 32),), "fp16"), 0.4)
+    back = Plan.from_dict(json.loads(json.dumps(fused.to_dict())))
+    assert back.fused == fused.fused and "fused_fp16 fp16 tile=32" in back.describe()
+
+
+def test_cache_round_trip(tmp_path: Path) -> None:
+    plan, key = _tuned_plan(), _key()
+    layers = conv.srcnn_layers(random_model("9-1-5"))
+    path = save_cached(key, plan, (), tmp_path)
+    assert path == tmp_path / key.filename and path.is_file()
+    loaded = load_cached(key, tmp_path, layers)
+    assert loaded is not None and loaded.layers == plan.layers and loaded.source == "cache"
+    assert [p.name for p in tmp_path.iterdir()] == [key.filename]  # no temporary file left
+
+
+def test_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from srgpu.tune import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "srgpu" / "plans"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "srgpu" / "plans"
+
+
+@pytest.mark.parametrize("damage", [
+    lambda text: text[: len(text) // 2],  # truncated
+    lambda text: "\x00\xff garbage",
+    lambda text: "[]",
+    lambda text: text.replace('"layerwise"', '"sideways"'),
+    lambda text: text.replace('"variant": "v5"', '"variant": 5'),
+    lambda text: text.replace('"bx": 32', '"bx": "32"'),
+    lambda text: text.replace('"format": "srgpu-plan"', '"format": "other"'),
+    lambda text: text.replace('"version": 1', '"version": 99'),
+])
+def test_corrupt_cache_is_ignored(tmp_path: Path, damage) -> None:
+    key = _key()
+    path = save_cached(key, _tuned_plan(), (), tmp_path)
+    path.write_text(damage(path.read_text()))
+    assert load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5"))) is None
+
+
+def test_stale_cache_is_ignored_and_overwritten(tmp_path: Path) -> None:
+    layers = conv.srcnn_layers(random_model("9-1-5"))
+    old = _key(kernels="ffffffffffffffff")
+    save_cached(old, _tuned_plan(), (), tmp_path)
+    new = _key()
+    assert old.filename == new.filename  # same GPU, model and size: one file
+    assert load_cached(new, tmp_path, layers) is None  # measured with other kernels
+    save_cached(new, _tuned_plan(), (), tmp_path)
+    assert load_cached(new, tmp_path, layers) is not None
+
+
+def test_cached_plan_for_another_architecture_is_rejected(tmp_path: Path) -> None:
+    key = _key()
+    save_cached(key, _tuned_plan("9-5-5"), (), tmp_path)
+    # a 9-5-5 plan names conv2 configs for a 5x5 layer; v4/v5 shapes may not fit 9-1-5's layers
+    plan_ok = load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5")))
+    assert plan_ok is None or all(not c.config.problems(l) for c, l in
+                                  zip(plan_ok.layers, conv.srcnn_layers(random_model("9-1-5"))))
+    bad = Plan("layerwise", (LayerChoice("conv1", conv.ConvConfig("v4", 32, 4, 4, 8, 1)),) + _tuned_plan().layers[1:])
+    save_cached(key, bad, (), tmp_path)
+    assert load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5"))) is None
+
+
+def test_cache_keys_differ_by_gpu_model_size_and_precision() -> None:
+    names = {_key().filename, _key(gpu="NVIDIA H200 (sm_90)").filename, _key(arch="9-5-5").filename,
+             _key(hr_shape=(2160, 3842)).filename, _key(lr_shape=(540, 960)).filename, _key(precision="fp16").filename}
+    assert len(names) == 6
+    assert all("/" not in n and " " not in n for n in names)
+
+
+def test_default_plan_is_valid_for_every_arch() -> None:
+    for arch in ARCHS:
+        model = random_model(arch)
+        plan = default_plan(model)
+        plan.check(conv.srcnn_layers(model))
+        assert plan.kind == "layerwise" and len(plan.layers) == 3
+
+
+# ---------------------------------------------------------------- strips (tiling)
+
+
+@pytest.mark.parametrize("H, rows, halo", [(100, 100, 8), (100, 1000, 8), (100, 40, 8), (101, 17, 8), (33, 19, 9)])
+def test_strips_cover_every_row_once_with_halos(H: int, rows: int, halo: int) -> None:
+    parts = strips(H, rows, halo)
+    kept = np.concatenate([np.arange(s.r0, s.r1) for s in parts])
+    assert np.array_equal(kept, np.arange(H))
+    for s in parts:
+        assert s.a1 - s.a0 <= rows
+        assert s.a0 == max(0, s.r0 - halo) and s.a1 == min(H, s.r1 + halo)
+
+
+def test_strips_refuse_a_strip_smaller_than_its_halos() -> None:
+    with pytest.raises(ValueError):
+        strips(100, 16, 8)
+
+
+def test_stripped_network_equals_the_whole_frame() -> None:
+    """The engine's tiling, run with the CPU layers (float64): the untiled result, up to the CPU
+    GEMM's size-dependent rounding; a wrong halo would be off by far more."""
+    model = random_model("9-5-5", seed=3)
+    y = np.random.default_rng(0).random((61, 23))
+    whole = srcnn_layers(y, model)
+    out = np.full_like(whole, np.nan)
+    for s in strips(61, 2 * model.halo + 5, model.halo):
+        out[s.r0:s.r1] = srcnn_layers(y[s.a0:s.a1], model)[s.r0 - s.a0:s.r1 - s.a0]
+    assert np.max(np.abs(out - whole)) < 1e-12
+
+
+# ---------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize("in_shape, out_shape", [((1, 1), (2, 2)), ((7, 13), (21, 39)), ((17, 33), (68, 132)),
+                                                 ((9, 5), (18, 16)), ((12, 12), (12, 30))])
+@pytest.mark.parametrize("dtype, max_value", [(np.uint8, 255), (np.uint16, 1023), (np.float32, 1.0)])
+def test_bicubic_reference_is_imresize(in_shape, out_shape, dtype, max_value) -> None:
+    rng = np.random.default_rng(5)
+    plane = (rng.integers(0, max_value + 1, in_shape).astype(dtype) if dtype != np.float32
+             else rng.random(in_shape, dtype=np.float32))
+    got = bicubic.reference(plane, out_shape, max_value)
+    unit = plane.astype(np.float64) / (1.0 if dtype == np.float32 else max_value)
+    assert got.dtype == np.float32 and got.shape == out_shape
+    assert np.max(np.abs(got - imresize(unit, output_shape=out_shape))) < 1e-6
+
+
+def test_bicubic_pass_order_is_imresize_order() -> None:
+    assert bicubic.pass_order((10, 10), (20, 20)) == (0, 1)  # ties: rows first
+    assert bicubic.pass_order((10, 10), (30, 20)) == (1, 0)  # columns have the smaller scale
+    assert bicubic.intermediate_shape((10, 10), (30, 20)) == (10, 20)
+    assert bicubic.intermediate_shape((10, 10), (20, 20)) == (20, 10)
+
+
+def _naive_layer(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, relu: bool) -> np.ndarray:
+    """Direct float64 definition: correlation, same size, replicate border."""
+    cout, cin, k, _ = weight.shape
+    r = k // 2
+    _, h, w = x.shape
+    out = np.zeros((cout, h, w))
+    for o in range(cout):
+        for i in range(h):
+            for j in range(w):
+                acc = bias[o]
+                for c in range(cin):
+                    for dy in range(k):
+                        for dx in range(k):
+                            acc += weight[o, c, dy, dx] * x[c, min(max(i + dy - r, 0), h - 1), min(max(j + dx - r, 0), w - 1)]
+                out[o, i, j] = max(acc, 0.0) if relu else acc
+    return out
+
+
+@pytest.mark.parametrize("cin, cout, k, relu", [(1, 4, 9, True), (3, 2, 1, True), (3, 2, 5, True), (4, 1, 5, False)])
+def test_conv_reference_matches_the_definition(cin: int, cout: int, k: int, relu: bool) -> None:
+    rng = np.random.default_rng(11)
+    x = rng.random((cin, 6, 7))
+    weight = rng.standard_normal((cout, cin, k, k))
+    bias = rng.standard_normal(cout)
+    got = conv.reference(x, weight, bias, relu)
+    assert np.allclose(got, _naive_layer(x, weight, bias, relu), atol=1e-10)
+
+
+def test_transposed_weights_put_filters_last() -> None:
+    w = np.arange(2 * 3 * 5 * 5, dtype=np.float32).reshape(2, 3, 5, 5)
+    t = conv.transpose_weights(w)
+    assert t.shape == (3, 5, 5, 2) and t.flags.c_contiguous
+    assert t[1, 2, 3, 0] == w[0, 1, 2, 3] and t[2, 4, 0, 1] == w[1, 2, 4, 0]
+
+
+def test_network_reference_chain_is_srcnn_forward() -> None:
+    """conv.reference applied layer by layer is the oracle's forward pass."""
+    model = random_model("9-1-5", seed=2)
+    y = np.random.default_rng(1).random((15, 12))
+    a = model.arrays(np.float64)
+    h = y[None]
+    for i, relu in ((1, True), (2, True), (3, False)):
+        h = conv.reference(h, a[f"conv{i}_weight"], a[f"conv{i}_bias"], relu)
+    assert np.allclose(h[0], srcnn_forward(y, model, dtype=np.float64), atol=1e-12)
