@@ -35,12 +35,11 @@ app = typer.Typer(
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input or environment, reported in one line."""
     from .demo import DemoError
+    from .images import _video
 
     errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError]
-    with contextlib.suppress(ImportError):
-        from .video.api import VideoError
-
-        errors.append(VideoError)
+    if _video is not None:
+        errors.append(_video.VideoError)
     return tuple(errors)
 
 
@@ -119,6 +118,8 @@ class _Progress:
             self.frames = None
         if outcome.status == "failed" and not self.single:
             _error(outcome.message)
+        for note in outcome.notes:
+            _info(f"note: {outcome.job.src}: {note}", self.quiet)
         if self.files is not None:
             self.files.update(1)
 
@@ -134,7 +135,8 @@ def _report_batch(result: BatchResult, quiet: bool) -> None:
         if outcome.status == "failed":
             _error(outcome.message)
         elif not quiet:
-            print(f"wrote {outcome.job.dst} ({outcome.seconds:.1f} s)")
+            detail = f"{outcome.message}, " if outcome.message else ""
+            print(f"wrote {outcome.job.dst} ({detail}{outcome.seconds:.1f} s)")
         return
     if not quiet:
         print(result.summary())
@@ -297,10 +299,10 @@ def demo(
             raise DemoError("video support (srgpu.video) is not available in this installation")
         if seconds <= 0:
             raise DemoError("--seconds must be positive")
+        srcnn = resolve_model(DEFAULT_ARCH, 2)  # before anything is written: a missing model fails at once
         if not folder.parent.is_dir():
             raise BatchError(f"{folder.parent}: output directory does not exist")
         folder.mkdir(exist_ok=True)
-        srcnn = resolve_model(DEFAULT_ARCH, 2)  # before rendering: a missing model fails at once
         spec = ClipSpec(seconds=seconds)
         src = render_clip(folder / "testsrc2_320x180.mp4", spec)
         _info(f"rendered {src} ({spec.width}x{spec.height}, {spec.fps} fps, {spec.seconds:g} s, "

@@ -8,6 +8,7 @@ output directory, output equal to input, output exists) raise :class:`BatchError
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
 from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
 
-try:  # video support is its own package; images work without it
+# Video support is its own package; images work in a build without it. Only a missing module
+# counts as "no video support": an import error inside it is a bug and surfaces as one.
+if importlib.util.find_spec(f"{__package__}.video.api") is not None:
     from .video import api as _video
-except ImportError:  # pragma: no cover - only while srgpu.video is incomplete
+else:  # pragma: no cover - only in a build without srgpu.video
     _video = None
 
 OUTPUT_FORMATS = ("png", "jpg", "webp")
@@ -82,8 +85,9 @@ class Plan:
 class Outcome:
     job: Job
     status: Status
-    message: str = ""  # why it was skipped or what failed
+    message: str = ""  # why it was skipped or what failed; for a video done, what was written
     seconds: float = 0.0
+    notes: tuple[str, ...] = ()  # what was done differently from the source, and why (videos)
 
 
 @dataclass(frozen=True)
@@ -308,7 +312,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
             on_start(job)
         t0 = time.perf_counter()
         outcome = _run_job(job, plan, engine, scale, video, on_frames)
-        outcome = Outcome(outcome.job, outcome.status, outcome.message, time.perf_counter() - t0)
+        outcome = Outcome(outcome.job, outcome.status, outcome.message, time.perf_counter() - t0, outcome.notes)
         outcomes.append(outcome)
         if on_done:
             on_done(outcome)
@@ -347,11 +351,13 @@ def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSet
     options = _video.EncodeOptions(codec=video.codec, crf=video.crf, preset=video.preset,
                                    pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
-        _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
-                             progress=on_frames)
+        result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
+                                      progress=on_frames)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
-    return Outcome(job, "done")
+    w, h = result.output_size
+    detail = f"{result.frames} frames, {w}x{h}, {result.codec} {result.pix_fmt}, {result.fps:.1f} fps"
+    return Outcome(job, "done", detail, notes=tuple(result.notes))
 
 
 def _naming(src: Path, message: str) -> str:

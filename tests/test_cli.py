@@ -176,3 +176,97 @@ def test_module_and_console_script_entry_points(tmp_path):
                           str(tmp_path / "y.png")], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 1
     assert bad.stderr.strip() == f"srgpu: error: {tmp_path / 'x.png'}: no such file or directory"
+
+
+# ---------------------------------------------------------------- video through the CLI
+
+needs_video = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("srgpu.video.api") is None,
+    reason="srgpu.video is not part of this build")
+
+
+def _ffmpeg() -> str:
+    import imageio_ffmpeg
+
+    return imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def video_facts(path: Path) -> tuple[tuple[int, int], int, bool]:
+    """((width, height), decoded frame count, has audio) straight from ffmpeg."""
+    import re
+
+    r = subprocess.run([_ffmpeg(), "-hide_banner", "-nostdin", "-i", str(path), "-map", "0:v:0", "-f", "null", "-"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
+    size = re.search(r"Stream #0:\d+.*Video: .*?, (\d+)x(\d+)", r.stderr)
+    frames = re.findall(r"frame=\s*(\d+)", r.stderr)
+    return (int(size.group(1)), int(size.group(2))), int(frames[-1]), "Audio:" in r.stderr
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory) -> Path:
+    """A 64x48, 10-frame H.264 + AAC clip rendered by ffmpeg's test source (srgpu.demo)."""
+    from srgpu.demo import ClipSpec, render_clip
+
+    return render_clip(tmp_path_factory.mktemp("clips") / "tiny.mp4", ClipSpec(64, 48, 25, 0.4))
+
+
+def test_rendered_clip(tiny_clip):
+    assert video_facts(tiny_clip) == ((64, 48), 10, True)
+    assert not [p for p in tiny_clip.parent.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+@needs_video
+def test_upscale_a_video(tiny_clip, tmp_path, random_npz):
+    out = tmp_path / "big.mkv"
+    r = srgpu("upscale", tiny_clip, "-o", out, "--model", random_npz, "--codec", "libx264", "--crf", "30",
+              "--preset", "ultrafast", "--pix-fmt", "yuv420p", "--encoder-arg=-tune", "--encoder-arg", "zerolatency")
+    assert r.exit_code == 0, r.stderr
+    assert f"wrote {out} (10 frames, 128x96, libx264 yuv420p" in r.stdout
+    assert video_facts(out) == ((128, 96), 10, True)
+    assert "frame/s" in r.stderr  # the frames bar
+
+
+@needs_video
+def test_folder_mixing_images_and_videos(tiny_clip, tmp_path, random_npz, make_image):
+    src = tmp_path / "in"
+    (src / "clips").mkdir(parents=True)
+    (src / "clips" / "tiny.mp4").write_bytes(tiny_clip.read_bytes())
+    write_image_atomic(src / "still.png", make_image((6, 6, 3)))
+    r = srgpu("upscale", src, "-o", tmp_path / "out", "--model", random_npz, "--crf", "35")
+    assert r.exit_code == 0, r.stderr
+    assert "2 upscaled" in r.stdout
+    assert video_facts(tmp_path / "out" / "clips" / "tiny.mp4")[:2] == ((128, 96), 10)
+    assert read_image(tmp_path / "out" / "still.png").shape == (12, 12, 3)
+
+
+@needs_video
+def test_video_errors_are_one_line(tiny_clip, tmp_path, random_npz):
+    out = tmp_path / "o.mp4"
+    one_error_line(srgpu("upscale", tiny_clip, "-o", out, "--model", random_npz, "--codec", "nosuchcodec"),
+                   "nosuchcodec")
+    fake = tmp_path / "fake.mp4"
+    fake.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 100)
+    one_error_line(srgpu("upscale", fake, "-o", out, "--model", random_npz), "fake.mp4")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake.mp4"]  # nothing partial, no temporary
+
+
+@needs_video
+def test_demo(tmp_path, default_model_path):
+    r = srgpu("demo", "--dir", tmp_path / "demo", "--seconds", "0.2", "--device", "cpu")
+    assert r.exit_code == 0, r.stderr
+    lines = dict(l.split(": ", 1) for l in r.stdout.strip().splitlines() if l.startswith(("source", "output")))
+    assert video_facts(Path(lines["source"])) == ((320, 180), 5, True)
+    assert video_facts(Path(lines["output"])) == ((640, 360), 5, True)
+
+
+def test_demo_without_default_model_fails_clearly(tmp_path, monkeypatch):
+    import srgpu.model as model
+
+    monkeypatch.setattr(model, "_weights_dir", lambda: tmp_path / "no-weights")
+    r = srgpu("demo", "--dir", tmp_path / "demo", "--device", "cpu")
+    if __import__("importlib.util").util.find_spec("srgpu.video.api") is None:
+        one_error_line(r, "video support")
+    else:
+        one_error_line(r, "no built-in 9-1-5 model for x2")
+    assert not (tmp_path / "demo").exists()
