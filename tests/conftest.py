@@ -40,6 +40,8 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def reference_mat(shared_data: Path):
     """reference_mat(arch, scale) -> path of the authors' .mat for that model (verification only)."""
+    pytest.importorskip("scipy", reason="reading .mat weights needs scipy (the [test] extra has it)")
+
     def path(arch: str, scale: int) -> Path:
         p = shared_data / "reference-weights" / REFERENCE_FOLDERS[arch] / f"x{scale}.mat"
         if not p.is_file():
