@@ -38,6 +38,7 @@ VIDEO_EXTENSIONS = frozenset({
 DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30}
 NO_CRF = {"ffv1": "ffv1 is lossless", "prores_ks": "ProRes has fixed-quality profiles (e.g. "
           "--encoder-arg=-profile:v --encoder-arg=3)", "prores_aw": "ProRes has fixed-quality profiles"}
+ODD_SIZES_OK = frozenset({"ffv1"})  # other encoders want subsampled chroma to cover whole pixels
 _ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/VP9 decoders drop alpha
 
 
@@ -102,6 +103,7 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite)
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    reader.duration = job.info.duration
     writer = Writer(job.plan)
     done = False
     try:
@@ -173,9 +175,9 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
     # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
     out_w, out_h = stream.width * scale, stream.height * scale
-    even_w, even_h = enc_layout.needs_even()
-    enc_w = out_w + (out_w % 2 if even_w or (layout.needs_even()[0]) else 0)
-    enc_h = out_h + (out_h % 2 if even_h or (layout.needs_even()[1]) else 0)
+    even_w, even_h = enc_layout.needs_even() if options.codec not in ODD_SIZES_OK else (False, False)
+    enc_w = out_w + (out_w % 2 if even_w else 0)
+    enc_h = out_h + (out_h % 2 if even_h else 0)
     if (enc_w, enc_h) != (out_w, out_h):
         notes.append(f"odd size {out_w}x{out_h} padded to {enc_w}x{enc_h} by repeating the last "
                      f"{'column' if enc_w != out_w else ''}{' and ' if enc_w != out_w and enc_h != out_h else ''}"

@@ -76,8 +76,9 @@ class MediaInfo:
         """The stream srgpu upscales: the first video stream marked default, else the first one."""
         videos = self.video_streams
         if not videos:
-            raise VideoError(f"{self.path}: no video stream (streams: "
-                             f"{', '.join(s.kind + ' ' + s.codec for s in self.streams) or 'none'})")
+            held = ", ".join(f"{s.kind} {s.codec}" for s in self.streams)
+            raise VideoError(f"{self.path}: not a video: no video stream "
+                             f"({'it holds ' + held if held else 'it holds no streams'})")
         return next((s for s in videos if "default" in s.dispositions), videos[0])
 
     def estimated_frames(self, stream: StreamInfo) -> int | None:

@@ -74,11 +74,19 @@ class Reader:
         self._log: ffmpeg.StderrLog | None = None
         self._killed = False
         self._lock = threading.Lock()  # start() and kill() may race when another stage fails
+        # where the decoder was when ffmpeg first logged an error: stderr is one ordered stream,
+        # so the frame lines seen before the error line say how far decoding had got
+        self._logged = 0
+        self._logged_pts: int | None = None
+        self._error_at: tuple[int, int | None] | None = None
+        self.duration: float | None = None  # of the source, for error messages
 
     # ---------------------------------------------------------------- stderr side
 
     def _on_line(self, line: str) -> bool:
         if _SHOWINFO not in line:
+            if self._error_at is None and ffmpeg.split_level(line)[0] in ffmpeg.ERROR_LEVELS:
+                self._error_at = (self._logged, self._logged_pts)
             return False
         m = _FRAME.search(line)
         size = _SIZE.search(line) if m else None
@@ -87,6 +95,8 @@ class Reader:
             d = _DURATION.search(line)
             dur = None if d is None or d.group(1) == "NOPTS" else int(d.group(1))
             self._meta.put(_Meta(int(m.group(1)), pts, dur, int(size.group(1)), int(size.group(2))))
+            self._logged += 1
+            self._logged_pts = pts if pts is not None else self._logged_pts
         elif self.time_base is None:
             tb = _TIME_BASE.search(line)
             if tb and int(tb.group(1)) > 0 and int(tb.group(2)) > 0:
@@ -192,8 +202,13 @@ class Reader:
             raise self._failure(None)
 
     def _failure(self, what: str | None) -> VideoError:
-        where = (f"after frame {self.frames_read - 1} ({self.last_time:.3f} s)" if self.frames_read
-                 else "before the first frame")
+        frames, pts = (self._error_at if what is None and self._error_at is not None
+                       else (self.frames_read, None))
+        seconds = (float(pts * self.time_base) if pts is not None and self.time_base is not None
+                   else self.last_time if frames else None)
+        total = f" of {self.duration:.3f} s" if self.duration else ""
+        where = (f"after {frames} frames ({seconds:.3f} s{total})" if frames and seconds is not None
+                 else f"after {frames} frames" if frames else "before the first frame")
         log = self._log
         detail = log.first_error if log is not None and log.first_error else (log.summary() if log else "")
         head = what or "decoding failed"

@@ -51,7 +51,8 @@ class EncodePlan:
         args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+warning", "-copyts"]
         args += ["-noautorotate"]
         if self.rotation:
-            args += ["-display_rotation:v:0", _num(-self.rotation)]
+            # -display_rotation takes the angle that ffmpeg -i then reports (checked: 90 and -180)
+            args += ["-display_rotation:v:0", _num(self.rotation)]
         if first_seconds < 0:  # Matroska holds no negative time: the pipe is shifted, shift it back
             args += ["-itsoffset", _num(first_seconds)]
         args += ["-f", "matroska", "-i", "pipe:0", "-i", str(self.src)]
