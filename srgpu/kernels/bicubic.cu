@@ -15,12 +15,12 @@ __global__ void __launch_bounds__(256) resample_rows(
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i >= out_rows || j >= cols) return;
-    const float* w = wts + (size_t)i * taps;
-    const int* ix = idx + (size_t)i * taps;
+    const float* w = wts + (long long)i * taps;
+    const int* ix = idx + (long long)i * taps;
     float acc = 0.0f;
     for (int t = 0; t < taps; ++t)
-        acc = fmaf(__ldg(w + t), load_unit<TIn>(src + (size_t)__ldg(ix + t) * cols + j, inv_max), acc);
-    dst[(size_t)i * cols + j] = store_unit<MODE, TOut>(acc, max_value);
+        acc = fmaf(__ldg(w + t), load_unit<TIn>(src + (long long)__ldg(ix + t) * cols + j, inv_max), acc);
+    dst[(long long)i * cols + j] = store_unit<MODE, TOut>(acc, max_value);
 }
 
 // Along axis 1: out[i][j] = sum_t w[j][t] * in[i][idx[j][t]]; in is (rows, in_cols).
@@ -32,11 +32,11 @@ __global__ void __launch_bounds__(256) resample_cols(
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i >= rows || j >= out_cols) return;
-    const float* w = wts + (size_t)j * taps;
-    const int* ix = idx + (size_t)j * taps;
-    const TIn* row = src + (size_t)i * in_cols;
+    const float* w = wts + (long long)j * taps;
+    const int* ix = idx + (long long)j * taps;
+    const TIn* row = src + (long long)i * in_cols;
     float acc = 0.0f;
     for (int t = 0; t < taps; ++t)
         acc = fmaf(__ldg(w + t), load_unit<TIn>(row + __ldg(ix + t), inv_max), acc);
-    dst[(size_t)i * out_cols + j] = store_unit<MODE, TOut>(acc, max_value);
+    dst[(long long)i * out_cols + j] = store_unit<MODE, TOut>(acc, max_value);
 }

@@ -86,11 +86,11 @@ __device__ __forceinline__ void row_fma(float (&acc)[FO][PX], const float* w, co
 
 // Store PX pixels x FO filters of one output row (16-byte stores where aligned and in range).
 template <int FO, int PX, bool RELU>
-__device__ __forceinline__ void store_block(const float (&acc)[FO][PX], float* __restrict__ y, size_t HW,
+__device__ __forceinline__ void store_block(const float (&acc)[FO][PX], float* __restrict__ y, long long HW,
                                             int W, int gy, int x0, int f0, bool vec) {
 #pragma unroll
     for (int f = 0; f < FO; ++f) {
-        float* yr = y + (size_t)(f0 + f) * HW + (size_t)gy * W + x0;
+        float* yr = y + (long long)(f0 + f) * HW + (long long)gy * W + x0;
         if constexpr (PX % 4 == 0) {
             if (vec) {
 #pragma unroll
@@ -112,19 +112,19 @@ __device__ __forceinline__ void stage_weights(float* s_w, const float* __restric
     constexpr int PER_C = K * K * FO;
     for (int i = tid; i < CH * PER_C; i += NT) {
         const int c = i / PER_C, rem = i - c * PER_C, tap = rem / FO, f = rem - tap * FO;
-        s_w[i] = __ldg(wt + ((size_t)(c0 + c) * K * K + tap) * COUT + f0 + f);
+        s_w[i] = __ldg(wt + ((long long)(c0 + c) * K * K + tap) * COUT + f0 + f);
     }
 }
 
 // Stage input channels c0..c0+CH of the tile (rows y0-R .., TH rows; columns x0-R .., TW columns),
 // clamped at the image edge, in passes of the block's thread count.
 template <int CH, int TH, int TW, int R, int NT>
-__device__ __forceinline__ void stage_tile(float* s_t, const float* __restrict__ x, size_t HW, int H, int W,
+__device__ __forceinline__ void stage_tile(float* s_t, const float* __restrict__ x, long long HW, int H, int W,
                                            int c0, int y0, int x0, int tid) {
     constexpr int TN = TH * TW;
     for (int i = tid; i < CH * TN; i += NT) {
         const int c = i / TN, rem = i - c * TN, r = rem / TW, q = rem - r * TW;
-        s_t[i] = __ldg(x + (size_t)(c0 + c) * HW + (size_t)clampi(y0 + r - R, 0, H - 1) * W + clampi(x0 + q - R, 0, W - 1));
+        s_t[i] = __ldg(x + (long long)(c0 + c) * HW + (long long)clampi(y0 + r - R, 0, H - 1) * W + clampi(x0 + q - R, 0, W - 1));
     }
 }
 
@@ -138,7 +138,7 @@ conv_v1(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const BlockPos bp = block_pos<1>(BX, W);
     const int gx = bp.bx * BX + threadIdx.x, gy = bp.by * BY + threadIdx.y;
     if (gx >= W || gy >= H) return;
-    const size_t HW = (size_t)H * W;
+    const long long HW = (long long)H * W;
     float acc[COUT];
 #pragma unroll
     for (int o = 0; o < COUT; ++o) acc[o] = __ldg(bias + o);
@@ -147,8 +147,8 @@ conv_v1(const float* __restrict__ x, const float* __restrict__ wt, const float* 
         const float* xc = x + c * HW;
 #pragma unroll 1
         for (int dy = 0; dy < K; ++dy) {
-            const float* xr = xc + (size_t)clampi(gy + dy - R, 0, H - 1) * W;
-            const float* wr = wt + (size_t)(c * K + dy) * K * COUT;
+            const float* xr = xc + (long long)clampi(gy + dy - R, 0, H - 1) * W;
+            const float* wr = wt + (long long)(c * K + dy) * K * COUT;
 #pragma unroll
             for (int dx = 0; dx < K; ++dx) {
                 const float v = __ldg(xr + clampi(gx + dx - R, 0, W - 1));
@@ -157,7 +157,7 @@ conv_v1(const float* __restrict__ x, const float* __restrict__ wt, const float* 
             }
         }
     }
-    float* yp = y + (size_t)gy * W + gx;
+    float* yp = y + (long long)gy * W + gx;
 #pragma unroll
     for (int o = 0; o < COUT; ++o) yp[o * HW] = act<RELU>(acc[o]);
 }
@@ -177,7 +177,7 @@ conv_v2(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const int tid = threadIdx.y * BX + threadIdx.x;
     const int gx = bp.bx * BX + threadIdx.x, gy = bp.by * BY + threadIdx.y;
     const bool active = gx < W && gy < H;
-    const size_t HW = (size_t)H * W;
+    const long long HW = (long long)H * W;
     float acc[COUT];
 #pragma unroll
     for (int o = 0; o < COUT; ++o) acc[o] = __ldg(bias + o);
@@ -191,7 +191,7 @@ conv_v2(const float* __restrict__ x, const float* __restrict__ wt, const float* 
             const float* xc = x + (c0 + c) * HW;
 #pragma unroll 1
             for (int dy = 0; dy < K; ++dy) {
-                const float* xr = xc + (size_t)clampi(gy + dy - R, 0, H - 1) * W;
+                const float* xr = xc + (long long)clampi(gy + dy - R, 0, H - 1) * W;
                 const float* wr = s_w + (c * K + dy) * K * COUT;
 #pragma unroll
                 for (int dx = 0; dx < K; ++dx) axpy<COUT>(acc, wr + dx * COUT, __ldg(xr + clampi(gx + dx - R, 0, W - 1)));
@@ -199,7 +199,7 @@ conv_v2(const float* __restrict__ x, const float* __restrict__ wt, const float* 
         }
     }
     if (!active) return;
-    float* yp = y + (size_t)gy * W + gx;
+    float* yp = y + (long long)gy * W + gx;
 #pragma unroll
     for (int o = 0; o < COUT; ++o) yp[o * HW] = act<RELU>(acc[o]);
 }
@@ -222,7 +222,7 @@ conv_v3(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const int x0 = bp.bx * BX, y0 = bp.by * BY;
     const int gx = x0 + threadIdx.x, gy = y0 + threadIdx.y;
     const bool active = gx < W && gy < H;
-    const size_t HW = (size_t)H * W;
+    const long long HW = (long long)H * W;
     float acc[COUT];
 #pragma unroll
     for (int o = 0; o < COUT; ++o) acc[o] = __ldg(bias + o);
@@ -244,7 +244,7 @@ conv_v3(const float* __restrict__ x, const float* __restrict__ wt, const float* 
         }
     }
     if (!active) return;
-    float* yp = y + (size_t)gy * W + gx;
+    float* yp = y + (long long)gy * W + gx;
 #pragma unroll
     for (int o = 0; o < COUT; ++o) yp[o * HW] = act<RELU>(acc[o]);
 }
@@ -266,7 +266,7 @@ conv_v4(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const int x0 = bp.bx * BX * PX + threadIdx.x * PX, gy = bp.by * BY + threadIdx.y;
     const bool active = x0 < W && gy < H;
     const bool vec = vec_ok && (PX % 4 == 0) && x0 + PX <= W;
-    const size_t HW = (size_t)H * W;
+    const long long HW = (long long)H * W;
     int col[NB], row[K];
 #pragma unroll
     for (int i = 0; i < NB; ++i) col[i] = clampi(x0 + i - R, 0, W - 1);
@@ -284,7 +284,7 @@ conv_v4(const float* __restrict__ x, const float* __restrict__ wt, const float* 
         if (!active) continue;
 #pragma unroll 1
         for (int c = 0; c < CH; ++c) {
-            const float* xc = x + (size_t)(c0 + c) * HW;
+            const float* xc = x + (long long)(c0 + c) * HW;
             float nb[K][NB];
             bool loaded = false;
             if constexpr (K == 1 && PX % 4 == 0) {
@@ -335,7 +335,7 @@ conv_v5(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const int f0 = bp.z * FO, bx0 = bp.bx * TWO, by0 = bp.by * BY;
     const int x0 = bx0 + threadIdx.x * PX, gy = by0 + threadIdx.y;
     const bool active = x0 < W && gy < H;
-    const size_t HW = (size_t)H * W;
+    const long long HW = (long long)H * W;
     float acc[FO][PX];
 #pragma unroll
     for (int f = 0; f < FO; ++f)

@@ -226,12 +226,17 @@ def compile_configs(pairs: Iterable[tuple[ConvLayer, ConvConfig]], device_index:
     """Compile the kernels of (layer, config) pairs in one NVRTC call: kernel name -> Kernel."""
     from ..engine.base import EngineError
     from .build import compile_kernels
+    from .launch import LaunchError, validate_launch
 
     names = []
     for layer, cfg in pairs:
         problems = cfg.problems(layer)
         if problems:
             raise EngineError(f"kernel {cfg.kernel_name(layer)}: {'; '.join(problems)}")
+        try:  # block shape and shared memory against the device, before compiling
+            validate_launch(cfg.launch(layer, 1, 1), limits)
+        except LaunchError as e:
+            raise EngineError(str(e)) from None
         names.append(cfg.kernel_name(layer))
     return compile_kernels(SOURCE, names, device_index, limits)
 
@@ -261,16 +266,18 @@ def check_configs(layer: ConvLayer, configs: Sequence[ConvConfig], shape: tuple[
     bias = (rng.standard_normal(layer.cout) * 0.05).astype(np.float32)
     expect = reference(x, weight, bias, layer.relu)
     kernels = compile_configs([(layer, c) for c in configs], device_index, device_limits(device_index))
-    stream = cp.cuda.Stream(non_blocking=True)
-    dx, dwt, db = cp.asarray(x), cp.asarray(transpose_weights(weight)), cp.asarray(bias)
-    dy = cp.empty((layer.cout, h, w), dtype=np.float32)
     errors = {}
-    for cfg in configs:
-        dy.fill(np.nan)
-        run(kernels[cfg.kernel_name(layer)], layer, cfg, dx, dwt, db, dy, stream)
+    with cp.cuda.Device(device_index), cp.cuda.Stream(non_blocking=True) as stream:
+        dx, dwt, db = cp.asarray(x), cp.asarray(transpose_weights(weight)), cp.asarray(bias)
+        dexpect = cp.asarray(expect)
+        del x, expect
+        dy = cp.empty((layer.cout, h, w), dtype=np.float32)
+        for cfg in configs:
+            dy.fill(np.nan)
+            run(kernels[cfg.kernel_name(layer)], layer, cfg, dx, dwt, db, dy, stream)
+            unwritten = bool(cp.isnan(dy).any())  # the poison survived somewhere
+            errors[cfg.label] = float("nan") if unwritten else float(cp.max(cp.abs(dy - dexpect)))
         stream.synchronize()
-        got = cp.asnumpy(dy)
-        errors[cfg.label] = float("nan") if np.isnan(got).any() else float(np.max(np.abs(got - expect)))
     return errors
 
 

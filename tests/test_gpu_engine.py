@@ -1,0 +1,231 @@
+"""The GPU engine end to end against the CPU engine (pytest -m gpu; skipped where no GPU is usable):
+real images with the authors' weights, float outputs against the reference, tiling, plan
+tuning and its cache, buffer reuse, and failures that name the kernel."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from srgpu.engine import EngineError, PlaneSpec, create_engine
+from srgpu.engine.cpu import CPUEngine
+from srgpu.kernels.conv import ConvConfig, default_config, srcnn_layers
+from srgpu.model import load_mat, random_model
+from srgpu.reference import srcnn_forward
+from srgpu.resize import imresize
+from srgpu.tune import default_plan, layerwise_plan
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _free_gpu_memory():
+    yield
+    import cupy as cp
+
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def gpu_engine(model, scale, tmp_path: Path, **kw):
+    from srgpu.engine.gpu import GPUEngine
+
+    kw.setdefault("autotune", False)
+    return GPUEngine(model, scale, 0, cache_dir=tmp_path / "plans", **kw)
+
+
+def _compare_8bit(got: np.ndarray, expect: np.ndarray) -> tuple[float, int]:
+    diff = np.abs(got.astype(np.int64) - expect.astype(np.int64))
+    return float(np.mean(diff == 0)), int(diff.max())
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+@pytest.mark.parametrize("arch, lr_shape, out_shape", [
+    ("9-1-5", (541, 961), (1081, 1921)),
+    ("9-5-5", (541, 961), (1081, 1921)),
+    ("9-1-5", (1080, 1920), (2160, 3840)),
+    ("9-1-5", (4, 7), (8, 14)),
+    ("9-5-5", (1, 1), (2, 2)),
+])
+def test_network_float_output_matches_reference(arch, lr_shape, out_shape, tmp_path: Path) -> None:
+    model = random_model(arch, seed=4, scale=2)
+    lr = np.random.default_rng(8).random(lr_shape, dtype=np.float32)
+    with gpu_engine(model, 2, tmp_path) as engine:
+        got = engine.srcnn_plane(lr, out_shape, 1.0)
+    expect = np.clip(srcnn_forward(imresize(lr, output_shape=out_shape), model), 0, 1)
+    err = float(np.max(np.abs(got - expect)))
+    print(f"network {arch} {lr_shape}->{out_shape}: max abs err {err:.3g}")
+    assert got.dtype == np.float32 and got.shape == out_shape
+    assert err <= 1e-4
+
+
+@pytest.mark.parametrize("arch, scale", [("9-1-5", 2), ("9-1-5", 3), ("9-1-5", 4), ("9-5-5", 2), ("9-5-5", 3)])
+def test_set5_8bit_equals_cpu_engine(arch: str, scale: int, shared_data: Path, reference_mat, tmp_path: Path) -> None:
+    from srgpu.evaluate import luma_uint8, modcrop
+    from srgpu.color import quantize as to_uint8
+    from srgpu.imagefile import read_image
+
+    model = load_mat(reference_mat(arch, scale), scale)
+    cpu = CPUEngine(model, scale)
+    equal_total, worst, count = 0.0, 0, 0
+    with gpu_engine(model, scale, tmp_path) as gpu:
+        for path in sorted((shared_data / "eval" / "Set5").glob("*.bmp")):
+            hr = modcrop(luma_uint8(read_image(path)), scale)
+            lr = to_uint8(imresize(hr / 255.0, 1.0 / scale), np.uint8)
+            got = gpu.srcnn_plane(lr, hr.shape, 255)
+            expect = cpu.srcnn_plane(lr, hr.shape, 255)
+            equal, diff = _compare_8bit(got, expect)
+            print(f"Set5 {path.name} {arch} x{scale}: {equal:.6f} of pixels equal, max diff {diff}")
+            assert got.dtype == np.uint8 and got.shape == hr.shape
+            assert equal >= 0.999 and diff <= 1
+            equal_total += equal * got.size
+            count += got.size
+            worst = max(worst, diff)
+    print(f"Set5 {arch} x{scale}: {equal_total / count:.6f} equal overall, max diff {worst}")
+
+
+def test_yuv420_frame_and_16bit_planes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    model = random_model("9-1-5", seed=5, scale=2)
+    cpu = CPUEngine(model, 2)
+    with gpu_engine(model, 2, tmp_path) as gpu:
+        for dtype, max_value in ((np.uint8, 255), (np.uint16, 1023), (np.uint16, 65535)):
+            y = rng.integers(0, max_value + 1, (45, 81)).astype(dtype)
+            u = rng.integers(0, max_value + 1, (23, 41)).astype(dtype)
+            v = rng.integers(0, max_value + 1, (23, 41)).astype(dtype)
+            specs = [PlaneSpec((90, 162), True), PlaneSpec((45, 81), False), PlaneSpec((45, 81), False)]
+            got = gpu.upscale_frame([y, u, v], specs, max_value)
+            expect = cpu.upscale_frame([y, u, v], specs, max_value)
+            for name, g, e in zip("yuv", got, expect):
+                equal, diff = _compare_8bit(g, e)
+                print(f"{np.dtype(dtype).name} max {max_value} plane {name}: {equal:.6f} equal, max diff {diff}")
+                assert g.dtype == dtype and g.shape == e.shape
+                # float32 differences of ~1e-6 flip a rounding tie ~1e-6 * max_value of the time
+                assert diff <= 1 and equal >= {255: 0.999, 1023: 0.99, 65535: 0.8}[max_value]
+
+
+# ---------------------------------------------------------------- tiling and memory
+
+
+@pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
+def test_tiled_equals_untiled(arch: str, tmp_path: Path) -> None:
+    model = random_model(arch, seed=6, scale=2)
+    lr = np.random.default_rng(2).integers(0, 256, (97, 61)).astype(np.uint8)
+    out_shape = (194, 122)
+    row_bytes = 4 * out_shape[1] * (model.n1 + model.n2 + 1)
+    with gpu_engine(model, 2, tmp_path) as whole, \
+            gpu_engine(model, 2, tmp_path, tile_budget_bytes=row_bytes * (2 * model.halo + 21)) as tiled:
+        assert whole.strip_rows(*out_shape) == out_shape[0]
+        assert tiled.strip_rows(*out_shape) == 2 * model.halo + 21  # several strips
+        a, b = whole.srcnn_plane(lr, out_shape, 255), tiled.srcnn_plane(lr, out_shape, 255)
+        assert np.array_equal(a, b)
+        f = lr.astype(np.float32) / 255
+        assert np.array_equal(whole.srcnn_plane(f, out_shape, 1.0), tiled.srcnn_plane(f, out_shape, 1.0))
+
+
+def test_frame_too_large_for_the_budget_is_refused(tmp_path: Path) -> None:
+    model = random_model("9-1-5", scale=2)
+    with gpu_engine(model, 2, tmp_path, tile_budget_bytes=1 << 20) as engine:
+        with pytest.raises(EngineError, match="needs at least .* MiB of GPU memory"):
+            engine.srcnn_plane(np.full((1080, 1920), 7, np.uint8), (2160, 3840), 255)
+
+
+def test_frames_of_one_size_allocate_nothing(tmp_path: Path) -> None:
+    import cupy as cp
+
+    model = random_model("9-1-5", scale=2)
+    pool = cp.get_default_memory_pool()
+    rng = np.random.default_rng(0)
+    with gpu_engine(model, 2, tmp_path) as engine:
+        frame = [rng.integers(0, 256, (60, 80)).astype(np.uint8), rng.integers(0, 256, (30, 40)).astype(np.uint8)]
+        specs = [PlaneSpec((120, 160), True), PlaneSpec((60, 80), False)]
+        first = engine.upscale_frame(frame, specs, 255)
+        used, total = pool.used_bytes(), pool.total_bytes()
+        for _ in range(3):
+            again = engine.upscale_frame(frame, specs, 255)
+        assert pool.used_bytes() == used and pool.total_bytes() == total
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+# ---------------------------------------------------------------- plans: tuning and cache
+
+
+def test_autotune_caches_and_rebuilds_a_corrupt_cache(tmp_path: Path) -> None:
+    model = random_model("9-1-5", seed=1, scale=2)
+    lr = np.random.default_rng(4).integers(0, 256, (30, 26)).astype(np.uint8)
+    expect = CPUEngine(model, 2).srcnn_plane(lr, (60, 52), 255)
+    plans = tmp_path / "plans"
+    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+        got = engine.srcnn_plane(lr, (60, 52), 255)
+        plan = engine.plan_for((30, 26), (60, 52))
+    assert plan.source == "tuned" and plan.ms is not None
+    files = list(plans.glob("*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert data["key"]["arch"] == "9-1-5" and data["key"]["hr_shape"] == [60, 52]
+    assert len(data["timings"]) >= 30  # every variant x launch shape of the three layers
+    equal, diff = _compare_8bit(got, expect)
+    assert equal >= 0.999 and diff <= 1
+    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+        assert engine.plan_for((30, 26), (60, 52)).source == "cache"
+    files[0].write_text(files[0].read_text()[:100])
+    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+        assert engine.plan_for((30, 26), (60, 52)).source == "tuned"
+    assert json.loads(files[0].read_text())["plan"]["kind"] == "layerwise"
+
+
+def test_every_variant_as_a_whole_plan(tmp_path: Path) -> None:
+    """Plans built from each variant run the full engine path (strips, quantisation) correctly."""
+    model = random_model("9-5-5", seed=9, scale=3)
+    lr = np.random.default_rng(1).integers(0, 256, (23, 19)).astype(np.uint8)
+    expect = CPUEngine(model, 3).srcnn_plane(lr, (69, 57), 255)
+    layers = srcnn_layers(model)
+    for variant in ("v1", "v2", "v3", "v4", "v5"):
+        from srgpu.kernels.conv import candidates
+
+        configs = [next((c for c in candidates(l) if c.variant == variant), default_config(l)) for l in layers]
+        with gpu_engine(model, 3, tmp_path, plan=layerwise_plan(model, configs)) as engine:
+            equal, diff = _compare_8bit(engine.srcnn_plane(lr, (69, 57), 255), expect)
+        print(f"plan of {variant}: {equal:.6f} equal, max diff {diff}")
+        assert equal >= 0.999 and diff <= 1
+
+
+# ---------------------------------------------------------------- failures
+
+
+def test_compile_failure_names_the_kernel() -> None:
+    from srgpu.kernels.build import compile_kernels, device_limits
+
+    bad = "conv_v5<1, 64, 9, true, 32, 4, 6, 8, 1>"  # px not a multiple of 4: the kernel's static_assert
+    with pytest.raises(EngineError, match=r"conv_v5<1, 64, 9, true, 32, 4, 6, 8, 1>.*failed to compile"):
+        compile_kernels("conv.cu", [bad], 0, device_limits(0))
+
+
+def _bad_plan(model):
+    layers = srcnn_layers(model)
+    return layerwise_plan(model, [ConvConfig("v1", 64, 32), default_config(layers[1]), default_config(layers[2])])
+
+
+def test_launch_failure_names_the_kernel(tmp_path: Path) -> None:
+    model = random_model("9-1-5", scale=2)
+    with pytest.raises(EngineError, match=r"kernel conv_v1<1, 64, 9, true, 64, 32>: 2048 threads"):
+        gpu_engine(model, 2, tmp_path, plan=_bad_plan(model))
+
+
+def test_device_auto_falls_back_and_cuda_fails_clearly() -> None:
+    model = random_model("9-1-5", scale=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        engine = create_engine("auto", model, 2, plan=_bad_plan(model))
+    assert isinstance(engine, CPUEngine)
+    assert any("conv_v1<1, 64, 9, true, 64, 32>" in str(w.message) for w in caught)
+    with pytest.raises(EngineError, match="conv_v1<1, 64, 9, true, 64, 32>"):
+        create_engine("cuda", model, 2, plan=_bad_plan(model))
+    engine = create_engine("cuda:0", model, 2, autotune=False)
+    assert engine.name == "cuda" and "GPU cuda:0" in engine.description
+    engine.close()
