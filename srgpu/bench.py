@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import __version__
-from .model import ModelError, SRCNNModel, random_model, resolve_model
+from .model import SUPPORTED_SCALES, ModelError, SRCNNModel, random_model, resolve_model
 from .resize import output_size
 from .tune import Plan, Timing, measure, save_cached
 
@@ -57,6 +57,8 @@ def bench_model(arch: str, scale: int, model: SRCNNModel | None = None) -> SRCNN
     same architecture (timing does not depend on the weight values)."""
     if model is not None:
         return model
+    if scale not in SUPPORTED_SCALES:
+        raise ModelError(f"scale x{scale} is not supported; choose one of {', '.join(map(str, SUPPORTED_SCALES))}")
     try:
         return resolve_model(arch, scale)
     except ModelError:
@@ -69,8 +71,9 @@ def bench(model: SRCNNModel | None = None, arch: str = "9-1-5", scale: int = 2,
     """Measure every candidate on this GPU for ``lr_shape`` x ``scale`` and time the result."""
     import cupy as cp
 
-    from .engine.gpu import GPUEngine
+    from .engine.gpu import GPUEngine, require_gpu
 
+    require_gpu(device_index)
     model = bench_model(arch, scale, model)
     hr_shape = output_size(tuple(lr_shape), scale)
     with GPUEngine(model, scale, device_index, autotune=False, precision=precision) as engine:

@@ -217,6 +217,26 @@ def save_cached(key: PlanKey, plan: Plan, timings: Sequence["Timing"] = (), dire
         return None
 
 
+def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey, Plan]]:
+    """Plans cached for the GPU model ``gpu`` (DeviceLimits.key) and the current kernel sources,
+    for ``srgpu info``. Unreadable or stale files are skipped."""
+    from .kernels.build import sources_digest
+
+    digest = sources_digest()
+    found = []
+    for path in sorted((directory or cache_dir()).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            k = data["key"]
+            key = PlanKey(k["gpu"], k["arch"], tuple(k["lr_shape"]), tuple(k["hr_shape"]), k["precision"], k["kernels"])
+            if key.gpu != gpu or key.kernels != digest or data.get("format") != CACHE_FORMAT:
+                continue
+            found.append((key, Plan.from_dict(data["plan"], source="cache")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return found
+
+
 # ---------------------------------------------------------------- measurement
 
 
@@ -384,9 +404,10 @@ def tune(model: SRCNNModel, scale: int, lr_shape: tuple[int, int], device_index:
          directory: Path | None = None, log: Callable[[str], None] | None = None) -> TuneResult:
     """``srgpu tune``: measure every candidate for ``lr_shape`` upscaled by ``scale`` on this GPU
     and cache the chosen plan."""
-    from .engine.gpu import GPUEngine
+    from .engine.gpu import GPUEngine, require_gpu
     from .resize import output_size
 
+    require_gpu(device_index)
     hr_shape = output_size(tuple(lr_shape), scale)
     with GPUEngine(model, scale, device_index, autotune=False, precision=precision, cache_dir=directory) as engine:
         result = measure(engine, tuple(lr_shape), hr_shape, log=log)

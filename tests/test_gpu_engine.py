@@ -229,3 +229,31 @@ def test_device_auto_falls_back_and_cuda_fails_clearly() -> None:
     engine = create_engine("cuda:0", model, 2, autotune=False)
     assert engine.name == "cuda" and "GPU cuda:0" in engine.description
     engine.close()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    runner = CliRunner()
+    result = runner.invoke(app, ["bench", "--size", "64x48", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["output"] == {"width": 128, "height": 96} and report["device"]
+    assert len(report["layers"]) >= 30 and all(t["ms"] > 0 for t in report["layers"])
+    assert report["network_ms"] > 0 and report["plan"]["kind"] == "layerwise"
+    from srgpu.model import save_npz
+
+    save_npz(random_model("9-5-5", seed=2, scale=2), tmp_path / "m955.npz")
+    result = runner.invoke(app, ["tune", "--size", "40x30", "--model", str(tmp_path / "m955.npz"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "plan for 40x30 x2" in result.output and "cached in" in result.output
+    result = runner.invoke(app, ["info"])
+    assert result.exit_code == 0
+    assert "plan 9-5-5 40x30 -> 80x60 fp32: conv1 " in result.output
+    assert "plan 9-1-5 64x48 -> 128x96 fp32: conv1 " in result.output

@@ -102,14 +102,19 @@ def test_bicubic_kernel(in_shape, out_shape, dtype, max_value) -> None:
     if dtype == np.float32:
         diff = np.abs(got_final - cpu)
         equal = float(np.mean(diff <= 1e-6))
+        ties_only = True
     else:
         diff = np.abs(got_final.astype(np.int64) - cpu.astype(np.int64))
         equal = float(np.mean(diff == 0))
+        # the engines may round a value that is a half level in exact arithmetic differently
+        # (fused multiply-add vs multiply then add): any difference must sit on such a tie
+        levels = np.clip(imresize(unit, output_shape=out_shape), 0, 1) * max_value
+        ties_only = bool(np.all(np.abs(levels - np.floor(levels) - 0.5)[diff > 0] < 1e-3))
     print(f"bicubic {in_shape}->{out_shape} {np.dtype(dtype).name}: vs canonical {err_canonical:.3g}, "
           f"vs imresize {err_imresize:.3g}, final equal to CPU engine {equal:.6f}, max diff {diff.max()}")
     assert err_canonical <= 1e-6
     assert err_imresize <= 1e-5
-    assert equal >= 0.999 and diff.max() <= (1 if dtype != np.float32 else 1e-5)
+    assert diff.max() <= (1 if dtype != np.float32 else 1e-5) and ties_only
 
 
 def test_bicubic_self_check() -> None:

@@ -290,3 +290,19 @@ def test_network_reference_chain_is_srcnn_forward() -> None:
     for i, relu in ((1, True), (2, True), (3, False)):
         h = conv.reference(h, a[f"conv{i}_weight"], a[f"conv{i}_bias"], relu)
     assert np.allclose(h[0], srcnn_forward(y, model, dtype=np.float64), atol=1e-12)
+
+
+# ---------------------------------------------------------------- CLI (error paths that need no GPU)
+
+
+def test_cli_tune_and_bench_refuse_the_cpu_and_bad_sizes() -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    runner = CliRunner()
+    for command in ("tune", "bench"):
+        result = runner.invoke(app, [command, "--device", "cpu"])
+        assert result.exit_code == 1 and "run on a GPU" in result.output
+        result = runner.invoke(app, [command, "--size", "1920"])
+        assert result.exit_code == 2 and "WIDTHxHEIGHT" in result.output

@@ -448,6 +448,17 @@ def strips(H: int, rows: int, halo: int) -> list[Strip]:
     return out
 
 
+def require_gpu(device_index: int = 0) -> None:
+    """EngineError saying why, unless cuda:device_index is usable."""
+    from ..gpuinfo import cuda_status
+
+    status = cuda_status()
+    if not status.usable:
+        raise EngineError(f"no usable CUDA GPU: {status.reason}")
+    if device_index >= len(status.devices):
+        raise EngineError(f"cuda:{device_index} does not exist ({len(status.devices)} usable device(s))")
+
+
 def _as_supported(plane: np.ndarray) -> tuple[np.ndarray, np.dtype | None]:
     """(contiguous plane in a dtype the kernels take, the dtype to cast the result back to)."""
     if plane.ndim != 2:

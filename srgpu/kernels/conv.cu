@@ -99,6 +99,13 @@ __device__ __forceinline__ void store_block(const float (&acc)[FO][PX], float* _
                         act<RELU>(acc[f][p]), act<RELU>(acc[f][p + 1]), act<RELU>(acc[f][p + 2]), act<RELU>(acc[f][p + 3]));
                 continue;
             }
+        } else if constexpr (PX % 2 == 0) {
+            if (vec) {
+#pragma unroll
+                for (int p = 0; p < PX; p += 2)
+                    reinterpret_cast<float2*>(yr)[p / 2] = make_float2(act<RELU>(acc[f][p]), act<RELU>(acc[f][p + 1]));
+                continue;
+            }
         }
 #pragma unroll
         for (int p = 0; p < PX; ++p)
@@ -110,6 +117,7 @@ __device__ __forceinline__ void store_block(const float (&acc)[FO][PX], float* _
 template <int CIN, int COUT, int K, int FO, int CH, int NT>
 __device__ __forceinline__ void stage_weights(float* s_w, const float* __restrict__ wt, int c0, int f0, int tid) {
     constexpr int PER_C = K * K * FO;
+#pragma unroll 4
     for (int i = tid; i < CH * PER_C; i += NT) {
         const int c = i / PER_C, rem = i - c * PER_C, tap = rem / FO, f = rem - tap * FO;
         s_w[i] = __ldg(wt + ((long long)(c0 + c) * K * K + tap) * COUT + f0 + f);
@@ -122,6 +130,7 @@ template <int CH, int TH, int TW, int R, int NT>
 __device__ __forceinline__ void stage_tile(float* s_t, const float* __restrict__ x, long long HW, int H, int W,
                                            int c0, int y0, int x0, int tid) {
     constexpr int TN = TH * TW;
+#pragma unroll 4
     for (int i = tid; i < CH * TN; i += NT) {
         const int c = i / TN, rem = i - c * TN, r = rem / TW, q = rem - r * TW;
         s_t[i] = __ldg(x + (long long)(c0 + c) * HW + (long long)clampi(y0 + r - R, 0, H - 1) * W + clampi(x0 + q - R, 0, W - 1));
@@ -265,7 +274,8 @@ conv_v4(const float* __restrict__ x, const float* __restrict__ wt, const float* 
     const int f0 = bp.z * FO;
     const int x0 = bp.bx * BX * PX + threadIdx.x * PX, gy = bp.by * BY + threadIdx.y;
     const bool active = x0 < W && gy < H;
-    const bool vec = vec_ok && (PX % 4 == 0) && x0 + PX <= W;
+    const bool vec = vec_ok && (PX % 2 == 0) && x0 + PX <= W;
+    constexpr int CU = K == 1 ? 4 : 1;  // 1x1: several channels' loads in flight per thread
     const long long HW = (long long)H * W;
     int col[NB], row[K];
 #pragma unroll
@@ -282,7 +292,7 @@ conv_v4(const float* __restrict__ x, const float* __restrict__ wt, const float* 
         stage_weights<CIN, COUT, K, FO, CH, NT>(s_w, wt, c0, f0, tid);
         __syncthreads();
         if (!active) continue;
-#pragma unroll 1
+#pragma unroll CU
         for (int c = 0; c < CH; ++c) {
             const float* xc = x + (long long)(c0 + c) * HW;
             float nb[K][NB];
@@ -293,6 +303,15 @@ conv_v4(const float* __restrict__ x, const float* __restrict__ wt, const float* 
                     for (int p = 0; p < PX; p += 4) {
                         const float4 q = __ldg(reinterpret_cast<const float4*>(xc + row[0] + x0) + p / 4);
                         nb[0][p] = q.x; nb[0][p + 1] = q.y; nb[0][p + 2] = q.z; nb[0][p + 3] = q.w;
+                    }
+                    loaded = true;
+                }
+            } else if constexpr (K == 1 && PX % 2 == 0) {
+                if (vec) {
+#pragma unroll
+                    for (int p = 0; p < PX; p += 2) {
+                        const float2 q = __ldg(reinterpret_cast<const float2*>(xc + row[0] + x0) + p / 2);
+                        nb[0][p] = q.x; nb[0][p + 1] = q.y;
                     }
                     loaded = true;
                 }

@@ -31,7 +31,11 @@ class DeviceLimits:
     @property
     def key(self) -> str:
         """Identifies the GPU model for caches (plans are per GPU model, not per card)."""
-        return f"{self.name} (sm_{self.compute_capability.replace('.', '')})"
+        return gpu_key(self.name, self.compute_capability)
+
+
+def gpu_key(name: str, compute_capability: str) -> str:
+    return f"{name} (sm_{compute_capability.replace('.', '')})"
 
 
 # An H100 SXM as reported by CUDA, for tests and offline planning.
