@@ -271,6 +271,7 @@ def info() -> None:
         for d in status.devices:
             print(f"  cuda:{d.index} {d.name}, compute {d.compute_capability}, {d.multiprocessors} SMs, "
                   f"{d.free_memory / 2**30:.1f} of {d.total_memory / 2**30:.1f} GiB free")
+            print("\n".join(_cached_plan_lines(d.name, d.compute_capability)))
     else:
         print(f"  no usable CUDA device: {status.reason}; the CPU engine is used")
     models = builtin_models()
@@ -320,6 +321,83 @@ def demo(
             raise typer.Exit(result.exit_code)
         print(f"source: {src.resolve()}")
         print(f"output: {plan.jobs[0].dst.resolve()}")
+
+
+# ---------------------------------------------------------------- tune, bench (GPU kernels)
+
+
+def _frame_size(size: str) -> tuple[int, int]:
+    """'WIDTHxHEIGHT' -> (height, width)."""
+    parts = size.lower().split("x")
+    if len(parts) == 2 and all(p.isdigit() and int(p) > 0 for p in parts):
+        return int(parts[1]), int(parts[0])
+    raise typer.BadParameter(f"{size!r} is not WIDTHxHEIGHT", param_hint="--size")
+
+
+def _cuda_index(device: str) -> int:
+    from .engine.select import parse_device
+
+    kind, index = parse_device(device)
+    if kind != "cuda":
+        raise EngineError(f"--device {device}: tuning and kernel benchmarks run on a GPU (cuda or cuda:N)")
+    return index
+
+
+@app.command("tune")
+def tune_command(
+    size: str = typer.Option("1920x1080", "--size", metavar="WxH", help="Input (low-resolution) frame size."),
+    scale: int = typer.Option(2, "--scale", help="Upscale factor."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to tune for."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
+) -> None:
+    """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
+    from . import tune as tuning
+
+    lr_shape = _frame_size(size)
+    with _reported():
+        index = _cuda_index(device)
+        srcnn = resolve_model(model, scale)
+        result = tuning.tune(srcnn, scale, lr_shape, index, log=None if quiet else lambda s: _info(s, False))
+        print(f"plan for {size} x{scale} on {result.key.gpu}: {result.plan.kind}: {result.plan.describe()}")
+        if result.cache_path:
+            print(f"cached in {result.cache_path}")
+
+
+@app.command("bench")
+def bench_command(
+    size: str = typer.Option("1920x1080", "--size", metavar="WxH", help="Input (low-resolution) frame size."),
+    scale: int = typer.Option(2, "--scale", help="Upscale factor."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL",
+                                        help="9-1-5 (default), 9-5-5 (random weights of that architecture "
+                                             "when not built in) or an .npz/.mat file."),
+    device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Kernel benchmark: ms per frame of each layer x variant, the chosen plan and the whole network."""
+    from . import bench as benchmark
+    from .model import BUILTIN_ARCHS
+
+    lr_shape = _frame_size(size)
+    with _reported():
+        index = _cuda_index(device)
+        spec = model or DEFAULT_ARCH
+        srcnn = None if spec in BUILTIN_ARCHS else resolve_model(spec, scale)
+        report = benchmark.bench(srcnn, arch=spec if srcnn is None else srcnn.arch, scale=scale, lr_shape=lr_shape,
+                                 device_index=index, log=None if quiet or json_out else lambda s: _info(s, False))
+        print(json.dumps(report.to_dict(), indent=2) if json_out else benchmark.format_report(report))
+
+
+def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:
+    from .kernels.launch import gpu_key
+    from .tune import cached_plans
+
+    lines = []
+    for key, plan in cached_plans(gpu_key(name, compute_capability)):
+        (h, w), (oh, ow) = key.lr_shape, key.hr_shape
+        lines.append(f"    plan {key.arch} {w}x{h} -> {ow}x{oh} {key.precision}: {plan.describe()}")
+    return lines or ["    no tuned plan cached (srgpu tune)"]
 
 
 def _quiet_opencv() -> None:
