@@ -380,6 +380,14 @@ def test_nasa_streams_and_second_video(tmp_path: Path, video_dir: Path, engine2:
         ["subrip", "subrip"]
     assert sum("converted to srt" in n for n in result.notes) == 2
     assert packets(mkv_out, "a:1")[0][2:] == packets(src, "a:1")[0][2:]
+    # the other video stream can be chosen instead; the first is then the one copied
+    second = tmp_path / "second.mp4"
+    result = upscale_video(src, second, BicubicEngine(random_model("9-1-5", 2), 2), 2, FAST, video_stream=1)
+    videos = stream_lines(second, "Video")
+    assert "320x180" in videos[0] and "960x540" in videos[1] and any("#0" in n for n in result.notes)
+    assert frame_times(second, "3") == frame_times(src, "3") and packets(second, "0") == packets(src, "0")
+    with pytest.raises(VideoError, match="no video stream 2"):
+        upscale_video(src, tmp_path / "x.mp4", engine2, 2, FAST, video_stream=2)
 
 
 def test_alpha_kept_where_the_codec_can(tmp_path: Path, video_dir: Path, bicubic2: BicubicEngine) -> None:
@@ -453,6 +461,36 @@ def test_chapters_and_metadata_kept(tmp_path: Path, engine2: CPUEngine) -> None:
         assert re.search(r"title\s*: Upscale me", text) and "srgpu tests" in text
 
 
+def test_attachments_copied_where_the_container_holds_them(tmp_path: Path, engine2: CPUEngine) -> None:
+    font = tmp_path / "font.ttf"
+    font.write_bytes(np.random.default_rng(3).integers(0, 256, 3000, dtype=np.uint8).tobytes())
+    src = tmp_path / "att.mkv"
+    ff("-f", "lavfi", "-i", "testsrc2=size=64x48", "-frames:v", "3", "-c:v", "ffv1", "-attach", str(font),
+       "-metadata:s:t", "mimetype=application/x-truetype-font", str(src))
+    dst = tmp_path / "att_out.mkv"
+    upscale_video(src, dst, engine2, 2, FAST)
+    dumped = tmp_path / "dumped.ttf"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-dump_attachment:t:0", str(dumped), "-i", str(dst), "-f",
+                    "null", "-"], capture_output=True)
+    assert dumped.read_bytes() == font.read_bytes() and "font.ttf" in dump(dst)
+    result = upscale_video(src, tmp_path / "att_out.mp4", engine2, 2, FAST)
+    assert any("attachment" in n and "left out" in n for n in result.notes)
+
+
+def test_backward_timestamps_of_a_broken_file_are_repaired(tmp_path: Path, engine2: CPUEngine) -> None:
+    """ffmpeg's Matroska muxer, told not to avoid negative times, writes a file whose first
+    frames' times go backwards: every frame is kept, time moves forward, and it is said."""
+    base = make_clip(tmp_path / "base.mp4", frames=12, codec="libx264", out_args=("-preset", "ultrafast"))
+    src = tmp_path / "broken.mkv"
+    ff("-i", str(base), "-c", "copy", "-output_ts_offset", "-0.2", "-avoid_negative_ts", "disabled", str(src))
+    times = [p[0] for p in packets(src, "v:0")]
+    assert any(b <= a for a, b in zip(times, times[1:]))
+    dst = tmp_path / "fixed.mp4"
+    result = upscale_video(src, dst, engine2, 2, FAST)
+    assert result.frames == 12 == len(frame_times(dst))
+    assert any("went backwards" in n for n in result.notes)
+
+
 # ---------------------------------------------------------------- encoder options
 
 
@@ -523,7 +561,7 @@ def test_truncated_file(tmp_path: Path, engine2: CPUEngine) -> None:
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(full.read_bytes()[: full.stat().st_size * 2 // 3])
     expect_error(tmp_path, cut, tmp_path / "o.mp4", engine2,
-                 r"decoding failed after \d+ frames \([\d.]+ s of 2\.000 s\).*partial file")
+                 r"decoding failed after \d+ frames \([\d.]+ s of 2\.000 s\).*(partial file|ends early)")
 
 
 def test_corrupt_data_mid_file(tmp_path: Path, engine2: CPUEngine) -> None:

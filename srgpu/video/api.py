@@ -93,15 +93,18 @@ class VideoJob:
 
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
                   options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-                  progress: Callable[[int, int | None], None] | None = None) -> VideoResult:
+                  progress: Callable[[int, int | None], None] | None = None,
+                  video_stream: int | None = None) -> VideoResult:
     """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
     when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
     thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
-    or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    or any failing stage; KeyboardInterrupt passes through after cleaning up. ``video_stream``:
+    which video stream to upscale (0-based among the video streams, cover art excluded); by
+    default the first one marked default, else the first."""
     engine_scale = getattr(engine, "scale", scale)
     if engine_scale != scale:
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
-    job = plan_video(src, dst, scale, options, overwrite=overwrite)
+    job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream)
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
     reader.duration = job.info.duration
     writer = Writer(job.plan)
@@ -113,19 +116,25 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
             raise VideoError(f"{job.src}: the video stream has no frames")
         if reader.frames_read != stats.frames:
             raise VideoError(f"{job.src}: {reader.frames_read} frames decoded but {stats.frames} encoded")
+        _check_complete(job, reader)
         os.replace(job.plan.tmp, job.dst)
         done = True
     finally:
         if not done:
             job.plan.tmp.unlink(missing_ok=True)
+    notes = job.notes
+    if reader.repaired:
+        notes += (f"{reader.repaired} frame(s) whose source timestamp went backwards (a broken file) "
+                  "were placed one tick after the previous frame",)
     return VideoResult(output=job.dst, frames=stats.frames, seconds=stats.seconds,
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
-                       output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=job.notes)
+                       output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes)
 
 
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
-               options: EncodeOptions = EncodeOptions(), overwrite: bool = False) -> VideoJob:
+               options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
+               video_stream: int | None = None) -> VideoJob:
     """Check the paths and options, probe the source and decide everything; VideoError for
     anything that cannot work, before any work is done."""
     src, dst = Path(src), Path(dst)
@@ -140,6 +149,11 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
     info = probe(src)
     stream = info.main_video()
+    if video_stream is not None:
+        if not 0 <= video_stream < len(info.video_streams):
+            raise VideoError(f"{src}: there is no video stream {video_stream} (it has "
+                             f"{len(info.video_streams)}: 0 to {len(info.video_streams) - 1})")
+        stream = info.video_streams[video_stream]
     if not stream.width or not stream.height:
         raise VideoError(f"{src}: cannot read the size of video stream #{stream.index}")
     notes: list[str] = []
@@ -220,6 +234,21 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes))
+
+
+def _check_complete(job: VideoJob, reader: Reader) -> None:
+    """A truncated source does not always make ffmpeg log an error (a race in its shutdown, seen
+    about one run in twenty), but then every stream of the output stops early: compare the
+    output's duration (all streams, audio included) with the source's."""
+    expected = job.info.duration
+    if not expected:
+        return
+    got = probe(job.plan.tmp).duration
+    slack = max(0.5, 3.0 / (job.stream.fps or 25.0))
+    if got is not None and got < expected - slack:
+        end = f" ({reader.last_time:.3f} s of {expected:.3f} s)" if reader.last_time is not None else ""
+        raise VideoError(f"{job.src}: decoding failed after {reader.frames_read} frames{end}: the file ends "
+                         f"early (truncated?): the output would last {got:.3f} s")
 
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:

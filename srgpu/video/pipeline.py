@@ -15,7 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from ..engine.base import Engine, PlaneSpec
+from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer
 
@@ -89,7 +92,9 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     def process() -> None:
         while (item := decoded.get()) is not _END:
             frame: Frame = item  # type: ignore[assignment]
+            dtype = frame.planes[0].dtype
             frame.planes = engine.upscale_frame(frame.planes, specs, max_value)
+            _check_planes(engine, frame, specs, dtype)
             upscaled.put(frame)
         upscaled.put(_END)
 
@@ -132,6 +137,15 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     for t in threads:
         t.join()
     return PipelineStats(writer.frames_written, time.perf_counter() - started)
+
+
+def _check_planes(engine: Engine, frame: Frame, specs: Sequence[PlaneSpec], dtype: np.dtype) -> None:
+    """An engine that returns the wrong planes would make the encoder read garbage: stop instead."""
+    got = [(p.shape, p.dtype) for p in frame.planes]
+    want = [(tuple(s.out_shape), dtype) for s in specs]
+    if got != want:
+        raise VideoError(f"the {engine.name} engine returned planes {got} for frame {frame.index}, "
+                         f"expected {want}")
 
 
 def _shutdown(reader: Reader, writer: Writer, threads: list[threading.Thread]) -> None:

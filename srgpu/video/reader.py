@@ -29,7 +29,7 @@ _FRAME = re.compile(r"\bn:\s*(\d+)\s+pts:\s*(-?\d+|NOPTS)\b")
 _DURATION = re.compile(r"\bduration:\s*(-?\d+|NOPTS)\b")
 _SIZE = re.compile(r"\bs:(\d+)x(\d+)\b")
 _TIME_BASE = re.compile(r"config in time_base: (\d+)/(\d+)")
-_END = object()
+_BENIGN = "non monotonically increasing dts to muxer"
 
 
 @dataclass
@@ -68,6 +68,7 @@ class Reader:
                      "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]
         self.time_base: Fraction | None = None
         self.frames_read = 0
+        self.repaired = 0  # frames whose timestamp did not increase (broken files), moved forward
         self.last_time: float | None = None  # seconds, of the last frame read
         self._meta: queue.Queue = queue.Queue()
         self._proc: subprocess.Popen | None = None
@@ -84,6 +85,8 @@ class Reader:
     # ---------------------------------------------------------------- stderr side
 
     def _on_line(self, line: str) -> bool:
+        if _BENIGN in line:  # our raw pipe's muxer on out-of-order source timestamps (repaired below)
+            return True
         if _SHOWINFO not in line:
             if self._error_at is None and ffmpeg.split_level(line)[0] in ffmpeg.ERROR_LEVELS:
                 self._error_at = (self._logged, self._logged_pts)
@@ -170,6 +173,11 @@ class Reader:
             pts = meta.pts
             if pts is None:  # no timestamp from the demuxer: continue the previous frame's timing
                 pts = 0 if prev_pts is None else prev_pts + (prev_dur or 1)
+            elif prev_pts is not None and pts <= prev_pts:
+                # a broken file whose timestamps go backwards: keep the frame (never drop one) one
+                # tick after the previous, so the encoder sees time moving forward
+                pts = prev_pts + 1
+                self.repaired += 1
             planes = self._split(data, meta.width, meta.height)
             self.frames_read += 1
             self.last_time = float(pts * self.time_base)  # type: ignore[operator]
