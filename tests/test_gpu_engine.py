@@ -245,7 +245,8 @@ def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["output"] == {"width": 128, "height": 96} and report["device"]
-    assert len(report["layers"]) >= 30 and all(t["ms"] > 0 for t in report["layers"])
+    layers = [t for t in report["layers"] if t["layer"] != "network"]  # fused candidates may fail
+    assert len(layers) >= 30 and all(t["ms"] > 0 and t["error"] is None for t in layers)
     assert report["network_ms"] > 0 and report["plan"]["kind"] == "layerwise"
     from srgpu.model import save_npz
 

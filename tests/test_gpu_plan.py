@@ -306,3 +306,19 @@ def test_cli_tune_and_bench_refuse_the_cpu_and_bad_sizes() -> None:
         assert result.exit_code == 1 and "run on a GPU" in result.output
         result = runner.invoke(app, [command, "--size", "1920"])
         assert result.exit_code == 2 and "WIDTHxHEIGHT" in result.output
+
+
+def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from srgpu.cli import _cached_plan_lines
+    from srgpu.kernels.launch import gpu_key
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert _cached_plan_lines("NVIDIA H200", "9.0") == ["    no tuned plan cached (srgpu tune)"]
+    key = _key(gpu=gpu_key("NVIDIA H200", "9.0"), kernels=sources_digest())
+    save_cached(key, _tuned_plan(), ())
+    save_cached(_key(gpu=gpu_key("NVIDIA H100 80GB HBM3", "9.0"), kernels=sources_digest()), _tuned_plan(), ())
+    save_cached(_key(gpu=gpu_key("NVIDIA H200", "9.0"), arch="9-5-5", kernels="stale"), _tuned_plan("9-5-5"), ())
+    (tmp_path / "srgpu" / "plans" / "junk.json").write_text("{not json")
+    lines = _cached_plan_lines("NVIDIA H200", "9.0")
+    assert len(lines) == 1
+    assert lines[0].startswith("    plan 9-1-5 1920x1080 -> 3840x2160 fp32: conv1 v5 ") and "(4.25 ms/frame)" in lines[0]
