@@ -228,6 +228,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     plan = EncodePlan(src=src, tmp=tmp, muxer=container.muxer, layout=layout, out_size=(out_w, out_h),
                       enc_size=(enc_w, enc_h), streams=tuple(out_streams), video_filters=tuple(filters),
                       rotation=stream.rotation, upscaled_default="default" in stream.dispositions,
+                      source_start=info.start or 0.0,
                       extra_args=tuple(options.extra_args))
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
                    "size": (stream.width, stream.height)}

@@ -10,6 +10,7 @@ import collections
 import functools
 import os
 import re
+import signal
 import subprocess
 import threading
 from typing import IO, Callable, Sequence
@@ -47,6 +48,16 @@ def run(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProce
                               timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise VideoError(f"ffmpeg did not answer within {timeout:.0f} s ({' '.join(args[:6])} ...)") from None
+
+
+def describe_exit(rc: int) -> str:
+    """'exit status 1', or 'crashed (SIGSEGV)' for a child killed by a signal."""
+    if rc < 0:
+        try:
+            return f"crashed ({signal.Signals(-rc).name})"
+        except ValueError:
+            return f"crashed (signal {-rc})"
+    return f"exit status {rc}"
 
 
 def split_level(line: str) -> tuple[str | None, str]:

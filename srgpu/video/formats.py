@@ -119,7 +119,7 @@ _SEMI_PLANAR = {"nv12": "420", "nv21": "420", "nv16": "422", "nv61": "422", "nv2
 _HIGH_SEMI = re.compile(r"^(p0|p2|p4)(10|12|16)(le|be)$")  # p010le, p210le, p416le ...
 _PLANAR = re.compile(r"^yuv(a?)(j?)(420|422|444|440|411|410)p(\d+)?(le|be)?$")
 _GRAY = re.compile(r"^(gray|ya)(\d+)?(le|be)?$")
-_RGB = re.compile(r"^(gbrap?|rgba?|bgra?|argb|abgr|rgb|bgr|0rgb|rgb0|0bgr|bgr0|x2rgb|x2bgr|pal8|monob|monow|gbrapf|gbrpf)")
+_RGB = re.compile(r"^(gbrap?|rgba?|bgra?|argb|abgr|rgb|bgr|0rgb|rgb0|0bgr|bgr0|x2rgb|x2bgr|pal8|monob|monow)")
 
 
 def source_format(pix_fmt: str, keep_alpha: bool = True) -> SourceFormat:

@@ -149,9 +149,15 @@ def _check_planes(engine: Engine, frame: Frame, specs: Sequence[PlaneSpec], dtyp
 
 
 def _shutdown(reader: Reader, writer: Writer, threads: list[threading.Thread]) -> None:
-    """Kill both children (unblocking pipe I/O), then wait for the stages to notice."""
-    reader.kill()
-    writer.kill()
+    """Kill both children (unblocking pipe I/O), then wait for the stages to notice. A second
+    Ctrl-C during this does not cut it short: the steps are repeated until done."""
     deadline = time.monotonic() + 10.0
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    steps: list[Callable[[], None]] = [reader.kill, writer.kill]
+    steps += [lambda t=t: t.join(max(0.0, deadline - time.monotonic())) for t in threads]  # type: ignore[misc]
+    for step in steps:
+        while True:
+            try:
+                step()
+                break
+            except KeyboardInterrupt:
+                continue

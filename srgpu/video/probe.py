@@ -6,7 +6,7 @@ ffmpeg versions (indentation, 'Display Matrix' vs 'displaymatrix'), the fields d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import ffmpeg
@@ -90,6 +90,9 @@ class MediaInfo:
 def probe(path: Path) -> MediaInfo:
     """Probe ``path``; VideoError when ffmpeg cannot open it as media."""
     proc = ffmpeg.run(["-hide_banner", "-nostdin", "-i", str(path)])
+    if proc.returncode < 0:  # e.g. the static ffmpeg 7.0.2 of imageio-ffmpeg 0.6.0 on any MPEG-TS file
+        raise VideoError(f"{path}: ffmpeg {ffmpeg.describe_exit(proc.returncode)} while reading it: this "
+                         f"ffmpeg build ({ffmpeg.ffmpeg_exe()}) cannot read this file")
     info = parse(proc.stderr, path)
     if info is None:
         lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]

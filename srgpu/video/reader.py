@@ -203,7 +203,7 @@ class Reader:
         self._log.join()
         self._check_errors()
         if rc != 0 and not self._killed:
-            raise self._failure(f"the decoder exited with status {rc}")
+            raise self._failure(f"the decoder failed ({ffmpeg.describe_exit(rc)})")
 
     def _check_errors(self) -> None:
         if self._log is not None and self._log.first_error is not None:

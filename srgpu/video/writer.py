@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
@@ -43,19 +43,25 @@ class EncodePlan:
     video_filters: tuple[str, ...] = ()  # setparams (colour tags), setsar
     rotation: float = 0.0  # ffmpeg's display-matrix reading of the source
     upscaled_default: bool = True
-    extra_args: tuple[str, ...] = ()
-    output_args: tuple[str, ...] = field(default_factory=tuple)
+    source_start: float = 0.0  # 'start:' of ffmpeg -i; subtracted from every stream, as ffmpeg does
+    extra_args: tuple[str, ...] = ()  # the user's, last, so that they can override srgpu's
 
-    def command(self, time_base: Fraction, first_seconds: float) -> list[str]:
-        """ffmpeg arguments, once the reader knows the exact time base and the first timestamp."""
+    def command(self, time_base: Fraction, pipe_offset: float) -> list[str]:
+        """ffmpeg arguments, once the reader knows the exact time base. Both inputs keep their
+        timestamps (-copyts) and are shifted by the same amount, the source's start time, as
+        plain ffmpeg would; ``pipe_offset`` is what the pipe's own timestamps need added for that
+        (they were written relative to an origin, Matroska holding no negative times)."""
         args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+warning", "-copyts"]
         args += ["-noautorotate"]
         if self.rotation:
             # -display_rotation takes the angle that ffmpeg -i then reports (checked: 90 and -180)
             args += ["-display_rotation:v:0", _num(self.rotation)]
-        if first_seconds < 0:  # Matroska holds no negative time: the pipe is shifted, shift it back
-            args += ["-itsoffset", _num(first_seconds)]
-        args += ["-f", "matroska", "-i", "pipe:0", "-i", str(self.src)]
+        if pipe_offset:
+            args += ["-itsoffset", _num(pipe_offset)]
+        args += ["-f", "matroska", "-i", "pipe:0"]
+        if self.source_start:
+            args += ["-itsoffset", _num(-self.source_start)]
+        args += ["-i", str(self.src)]
         video_index = 0
         for out, s in enumerate(self.streams):
             if s.upscaled:
@@ -70,7 +76,7 @@ class EncodePlan:
                  f"-enc_time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
         if self.video_filters:
             args += [f"-filter:{video_index}", ",".join(self.video_filters)]
-        args += ["-max_muxing_queue_size", "4096", *self.output_args, *self.extra_args]
+        args += ["-max_muxing_queue_size", "4096", *self.extra_args]
         return [*args, "-f", self.muxer, "-y", str(self.tmp)]
 
 
@@ -93,8 +99,10 @@ class Writer:
 
     def start(self, time_base: Fraction, first_pts: int) -> None:
         self._ns_per_tick = time_base * 1_000_000_000
-        self._origin = min(first_pts, 0)
-        cmd = self.plan.command(time_base, float(self._origin * time_base))
+        start = round(self.plan.source_start / time_base)  # the source's start, in ticks
+        self._origin = min(first_pts, start)
+        pipe_offset = round(float(self._origin * time_base) - self.plan.source_start, 6)
+        cmd = self.plan.command(time_base, pipe_offset)
         with self._lock:
             if self._killed:
                 raise VideoError(f"{self.plan.src}: stopped")
@@ -142,7 +150,7 @@ class Writer:
         rc = proc.wait()
         self._log.join()
         if rc != 0:
-            raise self._failure(f"the encoder failed (exit status {rc})")
+            raise self._failure(f"the encoder failed ({ffmpeg.describe_exit(rc)})")
 
     def _failure(self, what: str) -> VideoError:
         if self._proc is not None:
