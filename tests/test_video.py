@@ -84,8 +84,9 @@ def frame_times(path: Path, spec: str = "v:0") -> list[Fraction]:
 
 def decode(path: Path, layout_name: str, width: int, height: int, spec: str = "v:0",
            decoder: str | None = None) -> list[list[np.ndarray]]:
-    """Every frame of a video stream as planes of ``layout_name`` (raw, in the pipe's layout)."""
-    layout = LAYOUTS[layout_name]
+    """Every frame of a video stream as planes of ``layout_name`` (raw, in the pipe's layout;
+    yuvj420p: yuv420p's layout, full range)."""
+    layout = LAYOUTS[layout_name.replace("yuvj", "yuv")]
     raw = subprocess.run([ffmpeg_exe(), "-v", "error", "-noautorotate", *(["-c:v", decoder] if decoder else []),
                           "-i", str(path), "-map", f"0:{spec}", "-fps_mode", "passthrough", "-f", "rawvideo",
                           "-pix_fmt", layout_name, "-"], capture_output=True, check=True).stdout
@@ -176,7 +177,7 @@ def video_dir(shared_data: Path) -> Path:
 def expected_frames(engine: CPUEngine, src: Path, layout_name: str, width: int, height: int,
                     scale: int, decoder: str | None = None, limit: int | None = None) -> list[list[np.ndarray]]:
     """What the engine makes of the source's decoded frames (the first ``limit``), plane by plane."""
-    layout = LAYOUTS[layout_name]
+    layout = LAYOUTS[layout_name.replace("yuvj", "yuv")]
     specs = [PlaneSpec(s, i == 0) for i, s in enumerate(layout.plane_shapes(width * scale, height * scale))]
     return [engine.upscale_frame(planes, specs, layout.max_value)
             for planes in decode(src, layout_name, width, height, decoder=decoder)[:limit]]
@@ -275,7 +276,8 @@ def test_planes_are_exactly_the_engines(tmp_path: Path, engine2: CPUEngine, pix_
     result = upscale_video(src, dst, engine2, 2, EncodeOptions(codec="ffv1"))
     w, h = (int(v) for v in size.split("x"))
     assert result.frames == 4 and result.output_size == (2 * w, 2 * h) and result.pix_fmt == pix_fmt
-    assert pix_fmt in stream_lines(dst, "Video")[0] and f"{2 * w}x{2 * h}" in stream_lines(dst, "Video")[0]
+    line = stream_lines(dst, "Video")[0]
+    assert pix_fmt in line and f"{2 * w}x{2 * h}" in line
     want = expected_frames(engine2, src, pix_fmt, w, h, 2)
     got = decode(dst, pix_fmt, 2 * w, 2 * h)
     assert len(got) == len(want) == 4
@@ -283,6 +285,21 @@ def test_planes_are_exactly_the_engines(tmp_path: Path, engine2: CPUEngine, pix_
         for gp, ep in zip(g, e):
             np.testing.assert_array_equal(gp, ep)
     assert leftovers(tmp_path) == []
+
+
+def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
+    """A full-range (yuvj420p, 'pc') H.264 source stays full range: no range squeeze on the way
+    in or out (lossless x264 on both ends shows the pixels are exactly the engine's)."""
+    src = make_clip(tmp_path / "full.mp4", frames=3, pix_fmt="yuvj420p", codec="libx264", out_args=("-qp", "0"))
+    assert "yuvj420p(pc" in stream_lines(src, "Video")[0]
+    dst = tmp_path / "full_out.mp4"
+    upscale_video(src, dst, engine2, 2, EncodeOptions(crf=0, preset="ultrafast"))
+    assert "yuvj420p(pc" in stream_lines(dst, "Video")[0]
+    want = expected_frames(engine2, src, "yuvj420p", 64, 48, 2)
+    got = decode(dst, "yuvj420p", 128, 96)
+    for g, e in zip(got, want, strict=True):
+        for gp, ep in zip(g, e, strict=True):
+            np.testing.assert_array_equal(gp, ep)
 
 
 def test_odd_output_padded_for_x264(tmp_path: Path, engine3: CPUEngine) -> None:
