@@ -322,3 +322,31 @@ def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: p
     lines = _cached_plan_lines("NVIDIA H200", "9.0")
     assert len(lines) == 1
     assert lines[0].startswith("    plan 9-1-5 1920x1080 -> 3840x2160 fp32: conv1 v5 ") and "(4.25 ms/frame)" in lines[0]
+
+
+def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's plan policy (measurement itself replaced: it needs a GPU): one measurement
+    per engine, reused for later sizes, a size's cached plan preferred."""
+    from srgpu import tune
+    from srgpu.engine.gpu import GPUEngine
+
+    model = random_model("9-1-5")
+    engine = object.__new__(GPUEngine)
+    engine.model, engine.layers, engine.limits, engine.precision = model, conv.srcnn_layers(model), H100_LIMITS, "fp32"
+    engine.cache_dir, engine.autotune, engine.log = tmp_path, True, None
+    engine._given_plan, engine._measured, engine._plans = None, None, {}
+    engine._prepare = lambda plan: None
+    measured = []
+
+    def fake_measure(eng, lr, hr, directory, force=False, log=None):
+        measured.append(hr)
+        return replace(_tuned_plan(), source="tuned")
+
+    monkeypatch.setattr(tune, "plan_for", fake_measure)
+    first = engine.plan_for((10, 10), (20, 20))
+    assert engine.plan_for((30, 40), (60, 80)) is first and engine.plan_for((10, 10), (20, 20)) is first
+    assert measured == [(20, 20)]
+    save_cached(tune.plan_key(engine, (5, 5), (10, 10)), default_plan(model), (), tmp_path)
+    assert engine.plan_for((5, 5), (10, 10)).source == "cache"
+    engine.autotune, engine._measured = False, None
+    assert engine.plan_for((7, 7), (14, 14)).source == "default" and measured == [(20, 20)]

@@ -46,8 +46,9 @@ class GPUEngine(Engine):
     """SRCNN on ``cuda:device_index``.
 
     plan: run this plan for every frame size (srgpu.tune.Plan) instead of choosing one.
-    autotune: measure a plan on the first frame of each new size when none is cached
-        (otherwise the default plan runs until ``srgpu tune`` caches one).
+    autotune: when the first frame size without a cached plan comes, measure one (and cache it);
+        later sizes without a cached plan reuse it. Without autotune the default plan runs
+        until ``srgpu tune`` caches one.
     tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
     precision: 'fp32' | 'fp16' | 'auto', passed to fused backends; layer-wise plans are fp32.
     self_check: run the starting plan on a small random frame against the CPU reference.
@@ -87,6 +88,7 @@ class GPUEngine(Engine):
         self.log = log
         self.layers = srcnn_layers(model)
         self._given_plan = plan
+        self._measured: Any = None  # the plan this engine measured (autotune), reused for other sizes
         self._plans: dict[tuple[tuple[int, int], tuple[int, int]], Any] = {}
         self._conv_kernels: dict[str, Any] = {}
         self._fused_runners: dict[Any, Callable[..., None]] = {}
@@ -170,11 +172,15 @@ class GPUEngine(Engine):
         if plan is None:
             if self._given_plan is not None:
                 plan = self._given_plan
-            elif self.autotune:
-                plan = tune.plan_for(self, in_shape, out_shape, self.cache_dir, log=self.log)
             else:
-                plan = tune.load_cached(tune.plan_key(self, in_shape, out_shape), self.cache_dir, self.layers) \
-                    or tune.default_plan(self.model)
+                plan = tune.load_cached(tune.plan_key(self, in_shape, out_shape), self.cache_dir, self.layers)
+            if plan is None and self.autotune and self._measured is None:
+                # measure once per engine: a folder of images of many sizes must not pay a tuning
+                # run per size; later sizes without a cached plan reuse this one
+                plan = self._measured = tune.plan_for(self, in_shape, out_shape, self.cache_dir, force=True,
+                                                      log=self.log)
+            if plan is None:
+                plan = self._measured or tune.default_plan(self.model)
             self._prepare(plan)
             self._plans[key] = plan
         return plan
