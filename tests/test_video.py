@@ -302,6 +302,16 @@ def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
             np.testing.assert_array_equal(gp, ep)
 
 
+def test_rgb_source_goes_through_yuv444(tmp_path: Path, engine2: CPUEngine) -> None:
+    """An RGB-coded source (here ffv1 bgr0) is converted once to BT.709 YUV 4:4:4 so that SRCNN
+    works on luma, tagged so, and said."""
+    src = make_clip(tmp_path / "rgb.mkv", frames=2, pix_fmt="bgr0")
+    dst = tmp_path / "rgb_out.mkv"
+    result = upscale_video(src, dst, engine2, 2, EncodeOptions(codec="ffv1"))
+    assert result.pix_fmt == "yuv444p" and any("RGB source" in n for n in result.notes)
+    assert "yuv444p(tv, bt709" in stream_lines(dst, "Video")[0]
+
+
 def test_odd_output_padded_for_x264(tmp_path: Path, engine3: CPUEngine) -> None:
     """x3 of 33x21 is 99x63; x264 4:2:0 needs even sizes: padded to 100x64 by repeating the last
     column and row, and said so. Lossless x264 (crf 0) shows the pixels are the engine's."""

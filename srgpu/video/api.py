@@ -221,8 +221,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
             notes.append(decision.note)
         if decision.codec is not None:
             out_streams.append(OutputStream(s.index, False, decision.codec, decision.options))
-    if info.chapters and container.muxer == "webm":
-        notes.append("chapters left out: webm holds none")
 
     tmp = dst.parent / f".{dst.stem}.{secrets.token_hex(4)}.part{dst.suffix}"
     plan = EncodePlan(src=src, tmp=tmp, muxer=container.muxer, layout=layout, out_size=(out_w, out_h),

@@ -66,7 +66,8 @@ def split_level(line: str) -> tuple[str | None, str]:
     if not m:
         return None, line
     text = line[:m.start()] + line[m.end():]
-    return m.group(1), re.sub(r" @ 0x[0-9a-f]+\]", "]", text).strip()
+    text = re.sub(r" @ 0x[0-9a-f]+\]", "]", text)  # "[h264 @ 0x55d0]" -> "[h264]"
+    return m.group(1), re.sub(r"\[[a-z]+#[\d:]+/", "[", text).strip()  # "[in#0/mov,mp4]" -> "[mov,mp4]"
 
 
 class StderrLog:
