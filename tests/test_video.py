@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -707,8 +708,9 @@ def test_ctrl_c_stops_everything(tmp_path: Path, engine2: CPUEngine) -> None:
 
 
 def test_cli_upscales_a_video_and_fails_clearly(tmp_path: Path, tiny: Path, random_npz: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    run = lambda *a: subprocess.run(["python3", "-m", "srgpu", "upscale", *a], capture_output=True,  # noqa: E731
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "srgpu", "upscale", *a], capture_output=True,  # noqa: E731
                                     text=True, env=env, timeout=300)
     out = tmp_path / "cli.mp4"
     ok = run(str(tiny), "-o", str(out), "--model", str(random_npz), "--device", "cpu", "--quiet",
