@@ -106,7 +106,7 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream)
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
-    reader.duration = job.info.duration
+    reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
     done = False
     try:

@@ -13,6 +13,7 @@ import queue
 import re
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -81,6 +82,7 @@ class Reader:
         self._logged_pts: int | None = None
         self._error_at: tuple[int, int | None] | None = None
         self.duration: float | None = None  # of the source, for error messages
+        self.fps: float | None = None
 
     # ---------------------------------------------------------------- stderr side
 
@@ -150,7 +152,7 @@ class Reader:
         prev_dur: int | None = None
         while True:
             meta = self._next_meta()
-            self._check_errors()
+            self._check_errors(meta)
             if meta is None:
                 if self._read_exact(1) is not None:
                     raise self._failure("the decoder wrote more frames than it reported")
@@ -205,9 +207,37 @@ class Reader:
         if rc != 0 and not self._killed:
             raise self._failure(f"the decoder failed ({ffmpeg.describe_exit(rc)})")
 
-    def _check_errors(self) -> None:
+    def _check_errors(self, pending: _Meta | None = None) -> None:
         if self._log is not None and self._log.first_error is not None:
-            raise self._failure(None)
+            raise self._decode_failure(pending)
+
+    def _decode_failure(self, pending: _Meta | None, drain_seconds: float = 3.0) -> VideoError:
+        """ffmpeg logged an error. Where it happened is not exact (its demuxer reads ahead and
+        its decoder runs several frames in parallel), so let the decoder run on for a moment,
+        discarding frames: a file that is cut short then shows where its decodable video ends."""
+        frames, end = self.frames_read, self.last_time
+        deadline = time.monotonic() + drain_seconds
+        try:
+            while time.monotonic() < deadline:
+                meta, pending = (pending, None) if pending is not None else (self._next_meta(), None)
+                if meta is None or self._read_exact(self.layout.frame_bytes(meta.width, meta.height)) is None:
+                    break
+                frames += 1
+                if meta.pts is not None and self.time_base is not None:
+                    end = float((meta.pts + (meta.duration or 0)) * self.time_base)
+            else:
+                end = None  # still going: it did not end early
+        except VideoError:
+            pass
+        error = self._log.first_error if self._log is not None else None
+        slack = max(0.5, 3.0 / self.fps) if self.fps else 0.5
+        if self.duration and end is not None and end < self.duration - slack:
+            return VideoError(f"{self.src}: decoding failed after {frames} frames ({end:.3f} s of "
+                              f"{self.duration:.3f} s): the rest of the file is missing or unreadable: {error}")
+        count, pts = self._error_at or (0, None)
+        near = (f"near frame {count} ({float(pts * self.time_base):.3f} s)"
+                if count and pts is not None and self.time_base is not None else "near the start")
+        return VideoError(f"{self.src}: decoding failed {near}: {error}")
 
     def _failure(self, what: str | None) -> VideoError:
         frames, pts = (self._error_at if what is None and self._error_at is not None
