@@ -1,0 +1,461 @@
+"""Fused SRCNN kernels (fused_fp32.cu, fused_tc.cu): bicubic + conv1 + conv2 + conv3 in one launch.
+
+One block per output tile reads the low-resolution luma footprint of its tile, upscales it with
+the canonical GPU bicubic (bit for bit the one of bicubic.cu) into shared memory, runs the three
+layers there and writes the final 8/16-bit (or float) plane; nothing intermediate touches global
+memory (fused_common.cu describes the tile walk and the replicate borders).
+
+Precisions:
+
+- ``fp32``: float32 on the FMA units; equals the CPU reference within ~1e-6.
+- ``fp16``: tensor cores (mma.sync m16n8k16, fp32 accumulation) with every fp16 operand split
+  into hi + lo halves and three MMAs per product, so it keeps ~22 bits: 8-bit output equal to the
+  fp32 network on >= 99.9 % of pixels (the issue's bar). Built for f2 = 1 (9-1-5) and f2 = 3
+  (9-3-5); 9-5-5's split conv2 weights (205 KB) do not fit in shared memory.
+- ``fp16-fast``: plain fp16 operands, one MMA per product: the fastest, but a few % of 8-bit
+  pixels come out one level off (fp16 keeps 11 bits); never chosen automatically.
+
+API: :class:`FusedSRCNN` (``run`` takes a device LR plane, returns/writes the device HR plane),
+:func:`reference` (the NumPy definition: srgpu.resize.imresize + srgpu.reference.srcnn_forward),
+:func:`self_check`, and the tuner hook ``fused_candidates`` / ``fused_runner`` (srgpu.tune).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..engine.base import EngineError, from_unit_float, to_unit_float
+from ..model import SRCNNModel
+from .bicubic import coefficients, inv_max, pass_order
+from .launch import Launch, cdiv
+
+PRECISIONS = ("fp32", "fp16", "fp16-fast")
+BACKEND = "srgpu.kernels.fused"
+IN_CODES = {np.dtype(np.uint8): 0, np.dtype(np.uint16): 1, np.dtype(np.float32): 2}
+OUT_RAW, OUT_F32, OUT_U8, OUT_U16, OUT_BICUBIC = 0, 1, 2, 3, 4
+ACCURACY_BAR = 0.999  # fraction of 8-bit pixels equal to the fp32 network (and never > 1 level off)
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    """One kernel instantiation: ``kernel`` 'fp32' or 'tc' (``split`` for the fp16 hi/lo scheme),
+    output tile ``th`` rows x (``rw`` - 4) columns, ``r`` rows per chunk, ``nt`` threads, and for
+    'tc' the 16-position MMA blocks per warp in conv1 (``mb1``) and conv2 (``mb2``)."""
+
+    kernel: str
+    split: bool
+    th: int
+    rw: int
+    r: int
+    nt: int
+    mb1: int = 2
+    mb2: int = 4
+
+    def kernel_name(self, f2: int) -> str:
+        if self.kernel == "fp32":
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}>"
+        return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
+                f"{self.nt}, {self.mb1}, {self.mb2}>")
+
+    def layout_name(self, f2: int) -> str:
+        return self.kernel_name(f2).replace("fused_fp32<", "fused_fp32_layout<").replace("fused_tc<", "fused_tc_layout<")
+
+    @property
+    def source(self) -> str:
+        return "fused_fp32.cu" if self.kernel == "fp32" else "fused_tc.cu"
+
+    @property
+    def params(self) -> tuple[tuple[str, Any], ...]:
+        return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2))
+
+    @property
+    def label(self) -> str:
+        s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
+        return s + (f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else "")
+
+
+def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
+    kernel, split = ("fp32", False) if precision == "fp32" else ("tc", precision == "fp16")
+    base = dict(DEFAULTS[(precision, 1 if f2 == 1 else 3 if f2 == 3 else 5)])
+    base.update(params)
+    return FusedConfig(kernel, split, **base)
+
+
+# Default tiles (measured on an H100; see BENCHMARKS.md "Fused kernels"). Shared memory decides most
+# of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the A1 ring and conv2's weights.
+DEFAULTS: dict[tuple[str, int], dict[str, int]] = {
+    ("fp32", 1): dict(th=64, rw=64, r=16, nt=256),
+    ("fp32", 3): dict(th=32, rw=32, r=8, nt=256),
+    ("fp32", 5): dict(th=32, rw=32, r=8, nt=256),
+    ("fp16", 1): dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2),
+    ("fp16", 3): dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2),
+    ("fp16", 5): dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2),  # does not fit: reported as unavailable
+    ("fp16-fast", 1): dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2),
+    ("fp16-fast", 3): dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4),
+    ("fp16-fast", 5): dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4),
+}
+
+
+# ---------------------------------------------------------------- weights, packed as the kernels read them
+
+
+def pack_fp32(model: SRCNNModel) -> np.ndarray:
+    """float32 [W1 (81 taps x 64) | b1 | b2 | b3, 0, 0, 0 | W3 (25 taps x 32) | W2]; W2 is
+    (64 in x 32 out) for f2 = 1 and (64 in, f2, f2, 32 out) otherwise (fused_fp32.cu FfmaCfg)."""
+    a = model.arrays(np.float32)
+    w1 = a["conv1_weight"][:, 0].reshape(64, 81).T
+    w3 = a["conv3_weight"][0].reshape(32, 25).T
+    w2 = a["conv2_weight"].transpose(1, 2, 3, 0)  # (in, dy, dx, out)
+    parts = [w1, a["conv1_bias"], a["conv2_bias"], np.array([a["conv3_bias"][0], 0, 0, 0], np.float32), w3, w2]
+    return np.ascontiguousarray(np.concatenate([np.asarray(p, np.float32).ravel() for p in parts]))
+
+
+def split_fp16(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float32 -> (hi, lo) float16 with hi + lo ~ x to ~22 bits (round to nearest even, as cvt.rn)."""
+    x = np.asarray(x, np.float32)
+    hi = x.astype(np.float16)
+    lo = (x - hi.astype(np.float32)).astype(np.float16)
+    return hi, lo
+
+
+def b_fragments(b: np.ndarray) -> np.ndarray:
+    """(K, N) float16 B matrix -> its mma.m16n8k16 B fragments, (K/16, N/16, 32 lanes, 4) uint32:
+    per lane (b0, b1) of n-tile 2j then of n-tile 2j + 1; b0 holds k = 2(lane%4) + {0, 1} (low half
+    first), b1 the same k + 8, both at n = lane/4 of the n-tile."""
+    k, n = b.shape
+    assert k % 16 == 0 and n % 16 == 0, (k, n)
+    bits = np.ascontiguousarray(b, np.float16).view(np.uint16).astype(np.uint32)
+    lane = np.arange(32)
+    kk, nn = 2 * (lane % 4), lane // 4
+    out = np.empty((k // 16, n // 16, 32, 4), np.uint32)
+    for s in range(k // 16):
+        for jp in range(n // 16):
+            for half in range(2):
+                col = 8 * (2 * jp + half) + nn
+                k0 = 16 * s + kk
+                out[s, jp, :, 2 * half] = bits[k0, col] | (bits[k0 + 1, col] << 16)
+                out[s, jp, :, 2 * half + 1] = bits[k0 + 8, col] | (bits[k0 + 9, col] << 16)
+    return out
+
+
+def conv1_matrix(w1: np.ndarray) -> np.ndarray:
+    """conv1 weights (64, 9, 9) -> B (96, 64): k = 2p + e is tap (p // 5, 2 (p % 5) + e); the 10th
+    column of each row and p >= 45 are zero (fused_tc.cu reads them from valid memory)."""
+    b = np.zeros((96, 64), np.float32)
+    for p in range(45):
+        for e in range(2):
+            dy, dx = p // 5, 2 * (p % 5) + e
+            if dx < 9:
+                b[2 * p + e] = w1[:, dy, dx]
+    return b
+
+
+def pack_tc(model: SRCNNModel, split: bool) -> np.ndarray:
+    """uint32 [W1 fragments hi (lo) | W2 fragments hi (lo) | W3 fragments hi (lo) | b1 | b2 | b3 0 0 0]
+    (fused_tc.cu TcCfg): B fragments of conv1 (96 x 64), conv2 per tap (64 x 32) and the Z GEMM
+    (32 channels x 25 taps padded to 32)."""
+    a = model.arrays(np.float32)
+    f2 = model.f2
+    mats = [conv1_matrix(a["conv1_weight"][:, 0]),
+            np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]),
+            np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))]
+    words = []
+    for m, rows in zip(mats, (96, 64, 32)):
+        hi, lo = split_fp16(m)
+        for part in ((hi, lo) if split else (hi,)):
+            words.append(np.concatenate([b_fragments(part[t:t + rows]).ravel() for t in range(0, part.shape[0], rows)]))
+    biases = np.concatenate([a["conv1_bias"], a["conv2_bias"], [a["conv3_bias"][0], 0, 0, 0]]).astype(np.float32)
+    words.append(biases.view(np.uint32))
+    return np.ascontiguousarray(np.concatenate(words).astype(np.uint32))
+
+
+# ---------------------------------------------------------------- NumPy references
+
+
+def reference(plane: np.ndarray, out_shape: tuple[int, int], max_value: float, model: SRCNNModel,
+              raw: bool = False, dtype: type = np.float32) -> np.ndarray:
+    """What the fused kernels compute, on the CPU: imresize of the unit-float plane, the SRCNN
+    reference, then the output conversion (or the unclipped network output with ``raw``)."""
+    from ..reference import srcnn_forward
+    from ..resize import imresize
+
+    x = to_unit_float(plane, max_value).astype(dtype)
+    y = srcnn_forward(imresize(x, output_shape=tuple(out_shape)), model, dtype=dtype)
+    if raw:
+        return y.astype(np.float32)
+    return from_unit_float(y, plane.dtype, max_value)
+
+
+def agreement(got: np.ndarray, expect: np.ndarray) -> tuple[float, int]:
+    """(fraction of equal samples, max absolute difference) of two integer planes."""
+    d = np.abs(got.astype(np.int64) - expect.astype(np.int64))
+    return float(np.mean(d == 0)), int(d.max()) if d.size else 0
+
+
+# ---------------------------------------------------------------- GPU
+
+
+@dataclass(frozen=True)
+class Layout:
+    shared_bytes: int
+    tile_rows: int
+    tile_cols: int
+    win_rows: int  # bicubic window (virtual HR rows/cols around the tile)
+    win_cols: int
+    tmp_floats: int  # capacity of the bicubic first-pass buffer
+    threads: int
+
+    @property
+    def margin(self) -> int:
+        return (self.win_rows - self.tile_rows) // 2
+
+
+@dataclass
+class _Tables:
+    wv: Any
+    iv: Any
+    tv: int
+    wh: Any
+    ih: Any
+    th: int
+    rows_first: int
+    first0: Any
+    nfirst: int
+
+
+def _first_pass_window(idx: np.ndarray, n_tiles: int, tile: int, margin: int, window: int,
+                       out_len: int) -> tuple[np.ndarray, int]:
+    """Per tile: the first low-resolution index the second pass reads in the tile's window of
+    ``window`` virtual outputs starting at t * tile - margin (clamped), and the largest span."""
+    pos = np.clip(np.arange(n_tiles)[:, None] * tile - margin + np.arange(window)[None, :], 0, out_len - 1)
+    used = idx[pos]
+    lo = used.min(axis=(1, 2))
+    span = int((used.max(axis=(1, 2)) - lo + 1).max())
+    return lo.astype(np.int32), span
+
+
+class FusedSRCNN:
+    """The fused network for one model at one precision on one device.
+
+    ``run(plane, out_shape, max_value, out=None, raw=False, stream=None)``: ``plane`` a device
+    (h, w) uint8/uint16/float32 array (rows may be padded: any row stride), returns (or writes
+    into ``out``) the (H, W) plane: integer input -> same dtype quantised against ``max_value``,
+    float32 input -> float32 clipped to [0, 1], ``raw`` -> float32 unclipped network output.
+    """
+
+    def __init__(self, model: SRCNNModel, precision: str = "fp32", device_index: int = 0,
+                 config: FusedConfig | None = None, limits: Any = None) -> None:
+        import cupy as cp
+
+        from .build import compile_kernels, device_limits
+
+        self.model = model
+        self.precision = precision
+        self.config = config or config_for(precision, model.f2)
+        if model.n1 != 64 or model.n2 != 32 or model.f1 != 9 or model.f3 != 5:
+            raise EngineError(f"fused kernels need SRCNN 9-f2-5 with 64/32 channels, got {model.arch} "
+                              f"({model.n1}/{model.n2} channels)")
+        if self.config.kernel == "tc" and self.config.split is not (precision == "fp16"):
+            raise EngineError(f"config {self.config} does not match precision {precision}")
+        self.device_index = device_index
+        self.device = cp.cuda.Device(device_index)
+        self.limits = limits or device_limits(device_index)
+        cfg, f2 = self.config, model.f2
+        self.name = f"fused-{precision} {model.arch} {cfg.label}"
+        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits)
+        self.kernel = kernels[cfg.kernel_name(f2)]
+        with self.device:
+            buf = cp.zeros(16, dtype=np.int32)
+            kernels[cfg.layout_name(f2)](Launch(cfg.layout_name(f2), (1, 1, 1), (1, 1, 1)), (buf,),
+                                         cp.cuda.get_current_stream())
+            v = buf.get()
+            self.layout = Layout(*(int(x) for x in v[:7]))
+            packed = pack_fp32(model) if cfg.kernel == "fp32" else pack_tc(model, cfg.split)
+            expect = int(v[8]) + (64 * f2 * f2 * 32 if f2 > 1 else 0) if cfg.kernel == "fp32" else int(v[7])
+            if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
+                raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "
+                                  f"words, {shared_bytes(cfg, f2)} vs {self.layout.shared_bytes} shared bytes)")
+            if self.layout.shared_bytes > self.limits.max_shared_per_block_optin:
+                raise EngineError(f"{self.name}: needs {self.layout.shared_bytes} bytes of shared memory per "
+                                  f"block, the device allows {self.limits.max_shared_per_block_optin}")
+            self.weights = cp.asarray(packed)
+        self._tables: dict[tuple[int, int, int, int], _Tables] = {}
+
+    # ------------------------------------------------------------ tables
+
+    def tables(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> _Tables:
+        import cupy as cp
+
+        key = (*in_shape, *out_shape)
+        t = self._tables.get(key)
+        if t is None:
+            (h, w), (H, W), L = in_shape, out_shape, self.layout
+            wv, iv = coefficients(h, H)
+            wh, ih = coefficients(w, W)
+            rows_first = pass_order(in_shape, out_shape)[0] == 0
+            if rows_first:
+                first0, nfirst = _first_pass_window(ih, cdiv(W, L.tile_cols), L.tile_cols, L.margin, L.win_cols, W)
+                need = L.win_rows * nfirst
+            else:
+                first0, nfirst = _first_pass_window(iv, cdiv(H, L.tile_rows), L.tile_rows, L.margin, L.win_rows, H)
+                need = nfirst * L.win_cols
+            if need > L.tmp_floats:
+                raise EngineError(f"{self.name}: {w}x{h} -> {W}x{H} needs a {need}-float bicubic buffer per tile "
+                                  f"(capacity {L.tmp_floats}); the fused kernels are for upscaling")
+            with self.device:
+                t = _Tables(cp.asarray(wv), cp.asarray(iv), int(wv.shape[1]), cp.asarray(wh), cp.asarray(ih),
+                            int(wh.shape[1]), int(rows_first), cp.asarray(first0), nfirst)
+            self._tables[key] = t
+        return t
+
+    def grid(self, out_shape: tuple[int, int]) -> tuple[int, int, int]:
+        return (cdiv(out_shape[1], self.layout.tile_cols), cdiv(out_shape[0], self.layout.tile_rows), 1)
+
+    # ------------------------------------------------------------ running
+
+    def run(self, plane: Any, out_shape: tuple[int, int], max_value: float, out: Any = None, raw: bool = False,
+            stream: Any = None, bicubic_only: bool = False) -> Any:
+        import cupy as cp
+
+        if plane.ndim != 2 or np.dtype(plane.dtype) not in IN_CODES:
+            raise EngineError(f"{self.name}: input must be a 2-D uint8/uint16/float32 plane, got "
+                              f"{plane.dtype} {plane.shape}")
+        if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize:
+            raise EngineError(f"{self.name}: input rows must be contiguous")
+        H, W = (int(out_shape[0]), int(out_shape[1]))
+        if H < 1 or W < 1 or plane.shape[0] < 1 or plane.shape[1] < 1:
+            raise EngineError(f"{self.name}: empty plane {plane.shape} -> {out_shape}")
+        in_dtype = np.dtype(plane.dtype)
+        if raw or bicubic_only:
+            out_dtype, mode = np.dtype(np.float32), (OUT_BICUBIC if bicubic_only else OUT_RAW)
+            if bicubic_only and self.config.kernel != "fp32":
+                raise EngineError("the bicubic-only check runs on the fp32 kernel")
+        else:
+            out_dtype = in_dtype
+            mode = {np.dtype(np.uint8): OUT_U8, np.dtype(np.uint16): OUT_U16, np.dtype(np.float32): OUT_F32}[in_dtype]
+        with self.device:
+            if out is None:
+                out = cp.empty((H, W), dtype=out_dtype)
+            if tuple(out.shape) != (H, W) or np.dtype(out.dtype) != out_dtype:
+                raise EngineError(f"{self.name}: output must be {out_dtype} {(H, W)}, got {out.dtype} {out.shape}")
+            if out.strides[1] != out.itemsize or out.strides[0] % out.itemsize:
+                raise EngineError(f"{self.name}: output rows must be contiguous")
+            t = self.tables(tuple(plane.shape), (H, W))
+            args = (plane, np.int32(IN_CODES[in_dtype]), np.int32(plane.strides[0] // plane.itemsize),
+                    np.int32(plane.shape[0]), np.int32(plane.shape[1]), inv_max(in_dtype, max_value),
+                    np.int32(H), np.int32(W), t.wv, t.iv, np.int32(t.tv), t.wh, t.ih, np.int32(t.th),
+                    np.int32(t.rows_first), t.first0, np.int32(t.nfirst), out, np.int32(mode),
+                    np.int32(out.strides[0] // out.itemsize), np.float32(max_value), self.weights)
+            launch = Launch(self.kernel.name, self.grid((H, W)), (self.layout.threads, 1, 1), self.layout.shared_bytes)
+            self.kernel(launch, args, stream if stream is not None else cp.cuda.get_current_stream())
+        return out
+
+    def flops(self, out_shape: tuple[int, int]) -> float:
+        """Useful FLOPs of the network on one frame (2 x MACs per output pixel, no halo)."""
+        return 2.0 * self.model.macs_per_pixel * out_shape[0] * out_shape[1]
+
+
+# ---------------------------------------------------------------- availability, self-check, tuner hook
+
+
+def available(model: SRCNNModel, precision: str, limits: Any) -> str | None:
+    """None if ``precision`` can run ``model`` on a device with ``limits``, else why not (offline:
+    the shared-memory need is computed here as in the .cu layouts)."""
+    if model.n1 != 64 or model.n2 != 32 or model.f1 != 9 or model.f3 != 5:
+        return f"fused kernels need SRCNN 9-f2-5 with 64/32 channels, not {model.arch}"
+    if precision != "fp32" and limits is not None and float(limits.compute_capability) < 8.0:
+        return "tensor-core kernels need compute capability 8.0 or newer"
+    need = shared_bytes(config_for(precision, model.f2), model.f2)
+    if limits is not None and need > limits.max_shared_per_block_optin:
+        return (f"{precision} {model.arch} needs {need} bytes of shared memory per block; the device allows "
+                f"{limits.max_shared_per_block_optin}")
+    return None
+
+
+def shared_bytes(cfg: FusedConfig, f2: int) -> int:
+    """Shared memory of an instantiation, mirroring FfmaCfg / TcCfg (checked against the device's
+    layout kernel in the GPU tests)."""
+    h2 = f2 // 2
+    cz = cfg.r + 4
+    pz = cdiv(cz * cfg.rw, 32) * 32 + 4
+    if cfg.kernel == "fp32":
+        rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
+        y0 = (cfg.th + 2 * (6 + h2)) * (rw1p + 8)
+        p1 = cdiv((cfg.r + 2 * h2) * rw1p, 32) * 32 + 4
+        weights = 81 * 64 + 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
+        rings = (64 * p1 + 32 * cfg.r * cfg.rw) if f2 > 1 else 0
+        return 4 * (weights + y0 + rings + 25 * pz)
+    nspl = 2 if cfg.split else 1
+    rw1 = cfg.rw + 2 * h2
+    y0w = cdiv(rw1 + 10, 4) * 4
+    py0 = (cfg.th + 2 * (6 + h2)) * (y0w // 2)
+    py = py0 + (48 - py0 % 32) % 32
+    weights = nspl * (6 * 4 * 32 * 4 + f2 * f2 * 4 * 2 * 32 * 4 + 2 * 2 * 32 * 4) + 100
+    a1 = nspl * (cfg.r + 2 * h2) * rw1 * 32 if f2 > 1 else 0
+    return 4 * (weights + 2 * nspl * py + a1 + 25 * pz)
+
+
+def self_check(device_index: int = 0, precision: str = "fp32", arch: str = "9-1-5", seed: int = 0) -> dict[str, float]:
+    """Random weights and a random 8-bit plane of an awkward size through the fused kernel against
+    :func:`reference`: raw max abs error (fp32; raises over 1e-4) or 8-bit agreement (fp16;
+    raises under the accuracy bar). Returns the measured figures."""
+    import cupy as cp
+
+    from ..model import random_model
+
+    rng = np.random.default_rng(seed)
+    model = random_model(arch, seed=seed)
+    net = FusedSRCNN(model, precision, device_index)
+    lr = rng.integers(0, 256, (37, 53)).astype(np.uint8)
+    out_shape = (74, 106)
+    with net.device:
+        if precision == "fp32":
+            got = net.run(cp.asarray(lr), out_shape, 255, out=cp.full(out_shape, np.nan, np.float32), raw=True).get()
+            err = float(np.max(np.abs(got - reference(lr, out_shape, 255, model, raw=True))))
+            if not err <= 1e-4:
+                raise AssertionError(f"{net.name}: max error {err:.3g} > 1e-4")
+            return {"max_abs_error": err}
+        got8 = net.run(cp.asarray(lr), out_shape, 255, out=cp.full(out_shape, 0xAB, np.uint8)).get()
+        frac, worst = agreement(got8, reference(lr, out_shape, 255, model))
+        if precision == "fp16" and (frac < ACCURACY_BAR or worst > 1):
+            raise AssertionError(f"{net.name}: {frac:.4%} of 8-bit pixels equal, max difference {worst}")
+        return {"equal_fraction": frac, "max_level_difference": float(worst)}
+
+
+def fused_candidates(model: SRCNNModel, scale: int, lr_shape: Sequence[int], hr_shape: Sequence[int], limits: Any,
+                     precision: str) -> list[Any]:
+    """srgpu.tune hook: the fused choices for ``precision`` ('fp32', 'fp16' or 'auto'; fp16 means
+    the split scheme that meets the accuracy bar, never ``fp16-fast``)."""
+    from ..tune import FusedChoice
+
+    wanted = {"fp32": ["fp32"], "fp16": ["fp16"], "auto": ["fp32", "fp16"]}.get(precision)
+    if wanted is None:
+        raise EngineError(f"unknown precision {precision!r}")
+    out = []
+    for p in wanted:
+        if available(model, p, limits) is None:
+            cfg = config_for(p, model.f2)
+            out.append(FusedChoice(BACKEND, f"fused-{cfg.kernel}", cfg.params, p))
+    if not out:
+        raise EngineError(f"no fused kernel for {model.arch} at precision {precision}: "
+                          f"{available(model, wanted[0], limits)}")
+    return out
+
+
+def fused_runner(choice: Any, model: SRCNNModel, device_index: int, limits: Any) -> Any:
+    """srgpu.tune hook: run(lr, out, stream) with ``lr`` the float32 LR plane in [0, 1] and ``out``
+    the float32 (H, W) plane that receives the unclipped network output."""
+    params = dict(choice.params)
+    cfg = config_for(choice.precision, model.f2, **{k: int(v) for k, v in params.items()})
+    net = FusedSRCNN(model, choice.precision, device_index, cfg, limits)
+
+    def run(lr: Any, out: Any, stream: Any) -> None:
+        net.run(lr, tuple(out.shape), 1.0, out=out, raw=True, stream=stream)
+
+    run.net = net  # type: ignore[attr-defined]
+    return run

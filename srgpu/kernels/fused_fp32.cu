@@ -1,0 +1,328 @@
+// Fused SRCNN in float32 on the FMA units: bicubic -> conv1 -> ReLU -> conv2 -> ReLU -> conv3 per
+// tile, nothing intermediate in global memory. Layout and borders: fused_common.cu.
+//
+// F2 == 1 (9-1-5): each thread owns 4 neighbouring positions of a row and chains the layers in
+// registers: conv1 for 8 channels at a time (sliding 12-sample rows of the bicubic tile), folded
+// at once into the 32 conv2 accumulators, then the 25 Z taps. Weights are read as warp-uniform
+// float4 broadcasts from shared memory, one load per 16-32 FMAs.
+// F2 > 1 (9-3-5, 9-5-5): conv1 fills a ring of A1 rows (64 planes); conv2 reads 8-sample windows
+// of it (4 positions x 8 output channels per thread, weights from L1 via __ldg); a Z pass follows.
+#include "fused_common.cu"
+
+template <int F2, int TH, int RW, int R, int NT>
+struct FfmaCfg {
+    static constexpr int H2 = F2 / 2;
+    static constexpr int HAL = 6 + H2;  // bicubic window margin around the output tile
+    static constexpr int TW = RW - 4;   // output tile width; Z region = tile +- 2
+    static constexpr int RW1 = RW + 2 * H2;
+    static constexpr int RW1P = (RW1 + 3) / 4 * 4;
+    static constexpr int Y0ROWS = TH + 2 * HAL;
+    static constexpr int Y0W = RW1P + 8;
+    static constexpr int CZ = R + 4;
+    static constexpr int C1 = R + 2 * H2;
+    static constexpr int R_ = R;
+    static constexpr int RW_ = RW;
+    static constexpr int PZ = (CZ * RW + 31) / 32 * 32 + 4;  // plane stride = 4 (mod 32): no bank conflicts
+    static constexpr int P1 = (C1 * RW1P + 31) / 32 * 32 + 4;
+    // shared memory (floats); the weight block is a copy of the packed global array's prefix
+    static constexpr int O_W1 = 0;                  // [81 taps][64]
+    static constexpr int O_B1 = O_W1 + 81 * 64;     // [64]
+    static constexpr int O_B2 = O_B1 + 64;          // [32]
+    static constexpr int O_B3 = O_B2 + 32;          // [1] + 3 pad
+    static constexpr int O_W3 = O_B3 + 4;           // [25 taps][32]
+    static constexpr int O_W2 = O_W3 + 25 * 32;     // F2 == 1: [64 in][32 out] (F2 > 1: global only)
+    static constexpr int O_Y0 = O_W2 + (F2 == 1 ? 64 * 32 : 0);
+    static constexpr int O_A1 = O_Y0 + Y0ROWS * Y0W;
+    static constexpr int O_A2 = O_A1 + (F2 > 1 ? 64 * P1 : 0);
+    static constexpr int O_Z = O_A2 + (F2 > 1 ? 32 * R * RW : 0);
+    static constexpr int TOTAL = O_Z + 25 * PZ;
+    static_assert(RW % 16 == 0, "RW must be a multiple of 16");
+    static_assert(R >= 4, "R must be at least 4 (border fix-ups read within the ring)");
+};
+
+// ---------------------------------------------------------------- F2 == 1: chained in registers
+
+template <class C, int NT>
+__device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
+    constexpr int GPR = C::RW_ / 4;
+    const float* W1s = sm + C::O_W1;
+    const float* b1s = sm + C::O_B1;
+    const float* b2s = sm + C::O_B2;
+    const float* W2s = sm + C::O_W2;
+    const float* W3s = sm + C::O_W3;
+    const float* Y0 = sm + C::O_Y0;
+    const int n = (z1 - z0) * GPR;
+    for (int g = threadIdx.x; g < n; g += NT) {
+        const int rr = z0 + g / GPR, x0 = (g % GPR) * 4;
+        const float* yb = Y0 + rr * C::Y0W + x0;
+        float acc2[4][32];
+#pragma unroll
+        for (int o = 0; o < 32; ++o) {
+            const float b = b2s[o];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) acc2[p][o] = b;
+        }
+#pragma unroll 1
+        for (int cc = 0; cc < 64; cc += 8) {
+            float acc1[4][8];
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const float b = b1s[cc + c];
+#pragma unroll
+                for (int p = 0; p < 4; ++p) acc1[p][c] = b;
+            }
+#pragma unroll 1
+            for (int dy = 0; dy < 9; ++dy) {
+                const float4* yr = reinterpret_cast<const float4*>(yb + dy * C::Y0W);
+                const float4 q0 = yr[0], q1 = yr[1], q2 = yr[2];
+                const float y[12] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w};
+                const float* wr = W1s + dy * 9 * 64 + cc;
+#pragma unroll
+                for (int dx = 0; dx < 9; ++dx) {
+                    const float4 wa = *reinterpret_cast<const float4*>(wr + dx * 64);
+                    const float4 wb = *reinterpret_cast<const float4*>(wr + dx * 64 + 4);
+                    const float w[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+                    for (int p = 0; p < 4; ++p)
+#pragma unroll
+                        for (int c = 0; c < 8; ++c) acc1[p][c] = fmaf(w[c], y[p + dx], acc1[p][c]);
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                float a1[4];
+#pragma unroll
+                for (int p = 0; p < 4; ++p) a1[p] = fmaxf(acc1[p][c], 0.0f);
+                const float* w2 = W2s + (cc + c) * 32;
+#pragma unroll
+                for (int oq = 0; oq < 8; ++oq) {
+                    const float4 w = *reinterpret_cast<const float4*>(w2 + oq * 4);
+#pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        acc2[p][oq * 4 + 0] = fmaf(w.x, a1[p], acc2[p][oq * 4 + 0]);
+                        acc2[p][oq * 4 + 1] = fmaf(w.y, a1[p], acc2[p][oq * 4 + 1]);
+                        acc2[p][oq * 4 + 2] = fmaf(w.z, a1[p], acc2[p][oq * 4 + 2]);
+                        acc2[p][oq * 4 + 3] = fmaf(w.w, a1[p], acc2[p][oq * 4 + 3]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < 4; ++p)
+#pragma unroll
+            for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
+        float* zb = Z + (rr % C::CZ) * C::RW_ + x0;
+#pragma unroll 1
+        for (int d = 0; d < 25; ++d) {
+            float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const float* w3 = W3s + d * 32;
+#pragma unroll
+            for (int cq = 0; cq < 8; ++cq) {
+                const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
+                    z[p] = fmaf(w.y, acc2[p][cq * 4 + 1], z[p]);
+                    z[p] = fmaf(w.z, acc2[p][cq * 4 + 2], z[p]);
+                    z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
+                }
+            }
+            *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- F2 > 1: A1 ring, then conv2, then Z
+
+template <class C, int NT>
+__device__ void ffma_conv1_ring(const float* sm, float* A1, int a0, int a1) {
+    constexpr int GPR = C::RW1P / 4;
+    const float* W1s = sm + C::O_W1;
+    const float* b1s = sm + C::O_B1;
+    const float* Y0 = sm + C::O_Y0;
+    const int per = (a1 - a0) * GPR;
+    for (int g = threadIdx.x; g < per * 4; g += NT) {
+        const int cc = (g / per) * 16, rem = g % per;
+        const int rr = a0 + rem / GPR, x0 = (rem % GPR) * 4;
+        const float* yb = Y0 + rr * C::Y0W + x0;
+        float acc[4][16];
+#pragma unroll
+        for (int c = 0; c < 16; ++c) {
+            const float b = b1s[cc + c];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) acc[p][c] = b;
+        }
+#pragma unroll 1
+        for (int dy = 0; dy < 9; ++dy) {
+            const float4* yr = reinterpret_cast<const float4*>(yb + dy * C::Y0W);
+            const float4 q0 = yr[0], q1 = yr[1], q2 = yr[2];
+            const float y[12] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w};
+            const float* wr = W1s + dy * 9 * 64 + cc;
+#pragma unroll
+            for (int dx = 0; dx < 9; ++dx) {
+#pragma unroll
+                for (int cq = 0; cq < 4; ++cq) {
+                    const float4 w = *reinterpret_cast<const float4*>(wr + dx * 64 + cq * 4);
+#pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        acc[p][cq * 4 + 0] = fmaf(w.x, y[p + dx], acc[p][cq * 4 + 0]);
+                        acc[p][cq * 4 + 1] = fmaf(w.y, y[p + dx], acc[p][cq * 4 + 1]);
+                        acc[p][cq * 4 + 2] = fmaf(w.z, y[p + dx], acc[p][cq * 4 + 2]);
+                        acc[p][cq * 4 + 3] = fmaf(w.w, y[p + dx], acc[p][cq * 4 + 3]);
+                    }
+                }
+            }
+        }
+        float* dst = A1 + cc * C::P1 + (rr % C::C1) * C::RW1P + x0;
+#pragma unroll
+        for (int c = 0; c < 16; ++c)
+            *reinterpret_cast<float4*>(dst + c * C::P1) =
+                make_float4(fmaxf(acc[0][c], 0.0f), fmaxf(acc[1][c], 0.0f), fmaxf(acc[2][c], 0.0f), fmaxf(acc[3][c], 0.0f));
+    }
+}
+
+template <class C, int NT, int F2>
+__device__ void ffma_conv2_ring(const float* sm, const float* __restrict__ w2g, const float* A1, float* A2,
+                                int z0, int z1) {
+    constexpr int GPR = C::RW_ / 4;
+    const float* b2s = sm + C::O_B2;
+    const int per = (z1 - z0) * GPR;
+    for (int g = threadIdx.x; g < per * 4; g += NT) {
+        const int oc = (g / per) * 8, rem = g % per;
+        const int rr = z0 + rem / GPR, x0 = (rem % GPR) * 4;
+        float acc[4][8];
+#pragma unroll
+        for (int o = 0; o < 8; ++o) {
+            const float b = b2s[oc + o];
+#pragma unroll
+            for (int p = 0; p < 4; ++p) acc[p][o] = b;
+        }
+        const float* rows[F2];
+#pragma unroll
+        for (int dy = 0; dy < F2; ++dy) rows[dy] = A1 + ((rr + dy) % C::C1) * C::RW1P + x0;
+        const float* wg = w2g + oc;  // [c][dy][dx][32]
+#pragma unroll 1
+        for (int c = 0; c < 64; ++c) {
+#pragma unroll
+            for (int dy = 0; dy < F2; ++dy) {
+                const float4 v0 = *reinterpret_cast<const float4*>(rows[dy] + c * C::P1);
+                const float4 v1 = *reinterpret_cast<const float4*>(rows[dy] + c * C::P1 + 4);
+                const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+#pragma unroll
+                for (int dx = 0; dx < F2; ++dx) {
+                    const float4* wp = reinterpret_cast<const float4*>(wg + ((c * F2 + dy) * F2 + dx) * 32);
+                    const float4 wa = __ldg(wp), wb = __ldg(wp + 1);
+                    const float w[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+                    for (int p = 0; p < 4; ++p)
+#pragma unroll
+                        for (int o = 0; o < 8; ++o) acc[p][o] = fmaf(w[o], v[p + dx], acc[p][o]);
+                }
+            }
+        }
+        float* dst = A2 + oc * (C::R_ * C::RW_) + (rr - z0) * C::RW_ + x0;
+#pragma unroll
+        for (int o = 0; o < 8; ++o)
+            *reinterpret_cast<float4*>(dst + o * (C::R_ * C::RW_)) =
+                make_float4(fmaxf(acc[0][o], 0.0f), fmaxf(acc[1][o], 0.0f), fmaxf(acc[2][o], 0.0f), fmaxf(acc[3][o], 0.0f));
+    }
+}
+
+template <class C, int NT>
+__device__ void ffma_z_from_a2(const float* sm, const float* A2, float* Z, int z0, int z1) {
+    constexpr int GPR = C::RW_ / 4;
+    const float* W3s = sm + C::O_W3;
+    const int n = (z1 - z0) * GPR;
+    for (int g = threadIdx.x; g < n; g += NT) {
+        const int rr = z0 + g / GPR, x0 = (g % GPR) * 4;
+        float a[4][32];
+        const float* src = A2 + (rr - z0) * C::RW_ + x0;
+#pragma unroll
+        for (int c = 0; c < 32; ++c) {
+            const float4 v = *reinterpret_cast<const float4*>(src + c * (C::R_ * C::RW_));
+            a[0][c] = v.x; a[1][c] = v.y; a[2][c] = v.z; a[3][c] = v.w;
+        }
+        float* zb = Z + (rr % C::CZ) * C::RW_ + x0;
+#pragma unroll 1
+        for (int d = 0; d < 25; ++d) {
+            float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const float* w3 = W3s + d * 32;
+#pragma unroll
+            for (int c = 0; c < 32; ++c) {
+                const float w = w3[c];
+#pragma unroll
+                for (int p = 0; p < 4; ++p) z[p] = fmaf(w, a[p][c], z[p]);
+            }
+            *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+template <int F2, int TH, int RW, int R, int NT>
+__global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* __restrict__ weights) {
+    FUSED_ARGS_INIT
+    typedef FfmaCfg<F2, TH, RW, R, NT> C;
+    extern __shared__ __align__(16) float sm[];
+    if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
+    const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
+    {
+        const float4* src = reinterpret_cast<const float4*>(weights);
+        float4* dst = reinterpret_cast<float4*>(sm);
+        for (int i = threadIdx.x; i < C::O_Y0 / 4; i += NT) dst[i] = __ldg(src + i);
+    }
+    float* Y0 = sm + C::O_Y0;
+    float* Z = sm + C::O_Z;
+    fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W, a.first0[a.rows_first ? blockIdx.x : blockIdx.y],
+                  Z, [&](int r, int c, float v) { Y0[r * C::Y0W + c] = v; });
+    const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
+    if (a.out_mode == OUT_BICUBIC) {
+        for (int e = threadIdx.x; e < nout * ncol; e += NT) {
+            const int i = e / ncol, j = e % ncol;
+            fused_store(a, oy0 + i, ox0 + j, Y0[(i + C::HAL) * C::Y0W + j + C::HAL]);
+        }
+        return;
+    }
+    const float b3 = sm[C::O_B3];
+    const int nz = nout + 4;
+    const int zvy = oy0 - 2, zvx = ox0 - 2;  // virtual origin of the Z region
+    int z_done = 0, a1_done = 0, out_done = 0;
+    while (out_done < nout) {
+        const int z_t = min(z_done + R, nz);
+        if constexpr (F2 > 1) {
+            float* A1 = sm + C::O_A1;
+            const int a_t = min(z_t + 2 * C::H2, nz + 2 * C::H2);
+            if (a_t > a1_done) {
+                ffma_conv1_ring<C, NT>(sm, A1, a1_done, a_t);
+                __syncthreads();
+                fixup_planar(A1, 64, C::P1, C::C1, C::RW1P, C::RW1P, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
+                a1_done = a_t;
+            }
+            float* A2 = sm + C::O_A2;
+            ffma_conv2_ring<C, NT, F2>(sm, weights + C::O_W2, A1, A2, z_done, z_t);
+            __syncthreads();
+            ffma_z_from_a2<C, NT>(sm, A2, Z, z_done, z_t);
+        } else {
+            ffma_chain_z<C, NT>(sm, Z, z_done, z_t);
+        }
+        __syncthreads();
+        fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
+        z_done = z_t;
+        const int o_t = min(z_done - 4, nout);
+        if (o_t > out_done) {
+            fused_conv3_rows<C::CZ, RW>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
+            out_done = o_t;
+        }
+        __syncthreads();
+    }
+}
+
+// Layout constants for the host: {shared bytes, tile rows, tile cols, Y0 rows, Y0 cols, first-pass
+// buffer capacity in floats, threads}.
+template <int F2, int TH, int RW, int R, int NT>
+__global__ void fused_fp32_layout(int* out) {
+    typedef FfmaCfg<F2, TH, RW, R, NT> C;
+    out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W;
+    out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::O_Y0; out[8] = C::O_W2;
+}

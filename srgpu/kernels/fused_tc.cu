@@ -1,0 +1,502 @@
+// Fused SRCNN on the tensor cores: fp16 operands, fp32 accumulation, inline PTX mma.sync
+// m16n8k16 (+ ldmatrix), no WMMA header. Tile walk, ring buffers and borders: fused_common.cu.
+//
+// Every layer is a GEMM with M = 16 positions per MMA block:
+//   conv1: K = 81 taps as 45 pairs of horizontally adjacent taps (a 10th, zero-weight tap per row),
+//          padded to 96; A fragments are 32-bit loads from the bicubic tile kept as fp16 in two
+//          copies (pairs starting at even / odd columns), N = 64 channels.
+//   conv2: F2 == 1: the conv1 accumulators ARE the A fragments of conv2 (m16n8 C layout = m16k16 A
+//          layout), K = 64, N = 32, all in registers. F2 > 1: conv1 writes an fp16 ring of A1
+//          rows (one 128-byte record per position, 16-byte chunks XOR-swizzled by column) and conv2
+//          loads A with ldmatrix, K = 64 per tap, F2 x F2 taps.
+//   conv3: Z[p][d] = sum_c A2[p][c] W3[c][d], K = 32, N = 25 taps (padded to 32), again straight
+//          from the conv2 accumulators; then the shifted sum of fused_common.cu in fp32.
+// SPLIT: each fp16 operand x is carried as hi = fp16(x) and lo = fp16(x - hi) and every product
+// as hi*hi + hi*lo + lo*hi (three MMAs), which keeps about 22 bits: the output matches the fp32
+// network to ~1e-6, where plain fp16 operands (SPLIT = false) are off by ~5e-4 (a few % of 8-bit
+// pixels one level apart).
+#include "fused_common.cu"
+
+// --- PTX helpers begin
+__device__ __forceinline__ u32 pack_h2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ void unpack_h2(u32 v, float& lo, float& hi) {
+    asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+        : "=f"(lo), "=f"(hi) : "r"(v));
+}
+__device__ __forceinline__ unsigned short f2h(float v) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ float h2f(unsigned short v) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(v));
+    return r;
+}
+// (x0, x1) -> packed fp16 hi and, with SPLIT, the packed residual lo.
+template <bool SPLIT>
+__device__ __forceinline__ void split2(float x0, float x1, u32& hi, u32& lo) {
+    hi = pack_h2(x0, x1);
+    if (SPLIT) {
+        float f0, f1;
+        unpack_h2(hi, f0, f1);
+        lo = pack_h2(x0 - f0, x1 - f1);
+    } else {
+        lo = 0u;
+    }
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 t;\n cvta.to.shared.u64 t, %1;\n cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// --- PTX helpers end
+
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
+struct TcCfg {
+    static constexpr bool SPLIT_ = SPLIT;
+    static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
+    static constexpr int H2 = F2 / 2;
+    static constexpr int HAL = 6 + H2;
+    static constexpr int TW = RW - 4;
+    static constexpr int RW1 = RW + 2 * H2;
+    static constexpr int Y0ROWS = TH + 2 * HAL;
+    static constexpr int Y0W = (RW1 + 10 + 3) / 4 * 4;  // halves per row: 8 taps + the zero 10th + 1
+    static constexpr int Y0WW = Y0W / 2;                 // 32-bit words per row
+    static constexpr int PY0 = Y0ROWS * Y0WW;
+    static constexpr int PY = PY0 + (48 - PY0 % 32) % 32;  // plane stride = 16 (mod 32) words
+    static constexpr int NSPL = SPLIT ? 2 : 1;
+    static constexpr int CZ = R + 4;
+    static constexpr int PZ = (CZ * RW + 31) / 32 * 32 + 4;
+    static constexpr int C1 = R + 2 * H2;
+    static constexpr int A1W = C1 * RW1 * 32;  // words per copy (hi / lo) of the A1 ring
+    static constexpr int W1F = 6 * 4 * 32 * 4;  // B fragments, words per copy
+    static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
+    static constexpr int W3F = 2 * 2 * 32 * 4;
+    // shared memory, 32-bit words; [0, O_Y) is a copy of the packed global weight array
+    static constexpr int O_W1F = 0;
+    static constexpr int O_W2F = O_W1F + NSPL * W1F;
+    static constexpr int O_W3F = O_W2F + NSPL * W2F;
+    static constexpr int O_B1 = O_W3F + NSPL * W3F;
+    static constexpr int O_B2 = O_B1 + 64;
+    static constexpr int O_B3 = O_B2 + 32;
+    static constexpr int O_Y = O_B3 + 4;
+    static constexpr int O_A1 = O_Y + 2 * NSPL * PY;  // planes: E hi, O hi [, E lo, O lo]
+    static constexpr int O_Z = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
+    static constexpr int TOTAL = O_Z + 25 * PZ;
+    static_assert(RW % 16 == 0, "RW must be a multiple of 16");
+    static_assert(R >= 4, "R must be at least 4");
+    static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0, "16-byte alignment");
+};
+
+// conv1 for MB blocks of 16 positions. b0/b8: word index (plane + row + column/2) of the
+// position in rows 0-7 / 8-15 of the block for this lane; off: this lane's pair offsets.
+template <class C, int MB>
+__device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
+                                         const int (&off)[12], float (&acc)[MB][8][4], int lane) {
+    const u32* Y = smw + C::O_Y;
+    const uint4* Wb = reinterpret_cast<const uint4*>(smw + C::O_W1F) + lane;
+#pragma unroll
+    for (int s = 0; s < 6; ++s) {
+        u32 ah[MB][4], al[MB][4];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            ah[m][0] = Y[b0[m] + off[2 * s]];
+            ah[m][1] = Y[b8[m] + off[2 * s]];
+            ah[m][2] = Y[b0[m] + off[2 * s + 1]];
+            ah[m][3] = Y[b8[m] + off[2 * s + 1]];
+            if (C::SPLIT_) {
+                al[m][0] = Y[2 * C::PY + b0[m] + off[2 * s]];
+                al[m][1] = Y[2 * C::PY + b8[m] + off[2 * s]];
+                al[m][2] = Y[2 * C::PY + b0[m] + off[2 * s + 1]];
+                al[m][3] = Y[2 * C::PY + b8[m] + off[2 * s + 1]];
+            }
+        }
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+            const uint4 bh = Wb[(s * 4 + jp) * 32];
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                mma16816(acc[m][2 * jp], ah[m], bh.x, bh.y);
+                mma16816(acc[m][2 * jp + 1], ah[m], bh.z, bh.w);
+            }
+            if (C::SPLIT_) {
+                const uint4 bl = Wb[C::W1F / 4 + (s * 4 + jp) * 32];
+#pragma unroll
+                for (int m = 0; m < MB; ++m) {
+                    mma16816(acc[m][2 * jp], ah[m], bl.x, bl.y);
+                    mma16816(acc[m][2 * jp + 1], ah[m], bl.z, bl.w);
+                    mma16816(acc[m][2 * jp], al[m], bh.x, bh.y);
+                    mma16816(acc[m][2 * jp + 1], al[m], bh.z, bh.w);
+                }
+            }
+        }
+    }
+}
+
+template <class C, int MB>
+__device__ __forceinline__ void tc_bias_init(const float* bias, float (&acc)[MB][8][4], int nt, int cq) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        if (j < nt) {
+            const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                acc[m][j][0] = b.x; acc[m][j][1] = b.y; acc[m][j][2] = b.x; acc[m][j][3] = b.y;
+            }
+        }
+    }
+}
+
+// ReLU'd accumulators of n-tiles (2k, 2k+1) -> the A fragment (hi, lo) of K-step k.
+template <class C, int MB, int NT_>
+__device__ __forceinline__ void tc_to_a(const float (&acc)[MB][NT_][4], int k, u32 (&ah)[MB][4], u32 (&al)[MB][4]) {
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        split2<C::SPLIT_>(fmaxf(acc[m][2 * k][0], 0.f), fmaxf(acc[m][2 * k][1], 0.f), ah[m][0], al[m][0]);
+        split2<C::SPLIT_>(fmaxf(acc[m][2 * k][2], 0.f), fmaxf(acc[m][2 * k][3], 0.f), ah[m][1], al[m][1]);
+        split2<C::SPLIT_>(fmaxf(acc[m][2 * k + 1][0], 0.f), fmaxf(acc[m][2 * k + 1][1], 0.f), ah[m][2], al[m][2]);
+        split2<C::SPLIT_>(fmaxf(acc[m][2 * k + 1][2], 0.f), fmaxf(acc[m][2 * k + 1][3], 0.f), ah[m][3], al[m][3]);
+    }
+}
+
+// acc (MB x n-tiles) += A (hi, lo) x B fragments (two n-tiles per uint4; lo copy `lo_off` uint4 away).
+template <class C, int MB, int NTILE>
+__device__ __forceinline__ void tc_mma_k(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
+                                         const uint4* B, int lo_off) {
+#pragma unroll
+    for (int jp = 0; jp < NTILE / 2; ++jp) {
+        const uint4 bh = B[jp * 32];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            mma16816(acc[m][2 * jp], ah[m], bh.x, bh.y);
+            mma16816(acc[m][2 * jp + 1], ah[m], bh.z, bh.w);
+        }
+        if (C::SPLIT_) {
+            const uint4 bl = B[lo_off + jp * 32];
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                mma16816(acc[m][2 * jp], ah[m], bl.x, bl.y);
+                mma16816(acc[m][2 * jp + 1], ah[m], bl.z, bl.w);
+                mma16816(acc[m][2 * jp], al[m], bh.x, bh.y);
+                mma16816(acc[m][2 * jp + 1], al[m], bh.z, bh.w);
+            }
+        }
+    }
+}
+
+// ReLU(conv2) accumulators -> Z GEMM -> the Z ring (rows rr, columns xb .. xb + 15).
+template <class C, int MB>
+__device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc2)[MB][4][4], const int (&rr)[MB],
+                                     const int (&xb)[MB], const bool (&ok)[MB], int lane) {
+    const uint4* W3 = reinterpret_cast<const uint4*>(smw + C::O_W3F) + lane;
+    float acc3[MB][4][4];
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc3[m][j][e] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        u32 ah[MB][4], al[MB][4];
+        tc_to_a<C, MB, 4>(acc2, k, ah, al);
+        tc_mma_k<C, MB, 4>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4);
+    }
+    const int r0 = lane >> 2, cq = lane & 3;
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        if (!ok[m]) continue;
+        float* zrow = Z + (rr[m] % C::CZ) * C::RW_ + xb[m] + r0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int d = 8 * j + 2 * cq;
+            if (d < 25) {
+                zrow[d * C::PZ] = acc3[m][j][0];
+                zrow[d * C::PZ + 8] = acc3[m][j][2];
+            }
+            if (d + 1 < 25) {
+                zrow[(d + 1) * C::PZ] = acc3[m][j][1];
+                zrow[(d + 1) * C::PZ + 8] = acc3[m][j][3];
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- F2 == 1: conv1 -> conv2 -> Z in registers
+
+template <class C>
+__device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (&off)[12]) {
+    constexpr int MB = C::MB1_, MPR = C::RW_ / 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
+    const int nm = (z1 - z0) * MPR, njobs = (nm + MB - 1) / MB;
+    for (int job = warp; job < njobs; job += C::NW) {
+        int rr[MB], xb[MB], b0[MB], b8[MB];
+        bool ok[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            int mi = job * MB + m;
+            ok[m] = mi < nm;
+            mi = min(mi, nm - 1);
+            rr[m] = z0 + mi / MPR;
+            xb[m] = (mi % MPR) * 16;
+            const int x = xb[m] + r0;
+            b0[m] = (x & 1) * C::PY + rr[m] * C::Y0WW + (x >> 1);
+            b8[m] = b0[m] + 4;
+        }
+        float acc[MB][8][4];
+        tc_bias_init<C, MB>(b1, acc, 8, cq);
+        tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
+        float acc2[MB][4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            u32 ah[MB][4], al[MB][4];
+            tc_to_a<C, MB, 8>(acc, k, ah, al);
+            tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
+        }
+        tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
+    }
+}
+
+// ---------------------------------------------------------------- F2 > 1: A1 ring (fp16 records), ldmatrix conv2
+
+template <class C>
+__device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int (&off)[12]) {
+    constexpr int MB = C::MB1_;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const int npos = (a1 - a0) * C::RW1, nm = (npos + 15) / 16, njobs = (nm + MB - 1) / MB;
+    for (int job = warp; job < njobs; job += C::NW) {
+        int b0[MB], b8[MB], ra[MB], rb[MB], xa[MB], xb8[MB];
+        bool oka[MB], okb[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            const int mi = min(job * MB + m, nm - 1);
+            const bool okm = job * MB + m < nm;
+            int qa = mi * 16 + r0, qb = qa + 8;
+            oka[m] = okm && qa < npos;
+            okb[m] = okm && qb < npos;
+            qa = min(qa, npos - 1);
+            qb = min(qb, npos - 1);
+            ra[m] = a0 + qa / C::RW1; xa[m] = qa % C::RW1;
+            rb[m] = a0 + qb / C::RW1; xb8[m] = qb % C::RW1;
+            b0[m] = (xa[m] & 1) * C::PY + ra[m] * C::Y0WW + (xa[m] >> 1);
+            b8[m] = (xb8[m] & 1) * C::PY + rb[m] * C::Y0WW + (xb8[m] >> 1);
+        }
+        float acc[MB][8][4];
+        tc_bias_init<C, MB>(b1, acc, 8, cq);
+        tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            u32* reca = A1 + ((ra[m] % C::C1) * C::RW1 + xa[m]) * 32 + cq;
+            u32* recb = A1 + ((rb[m] % C::C1) * C::RW1 + xb8[m]) * 32 + cq;
+            const int sa = xa[m] & 7, sb = xb8[m] & 7;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                u32 h, l;
+                if (oka[m]) {
+                    split2<C::SPLIT_>(fmaxf(acc[m][j][0], 0.f), fmaxf(acc[m][j][1], 0.f), h, l);
+                    reca[(j ^ sa) << 2] = h;
+                    if (C::SPLIT_) reca[C::A1W + ((j ^ sa) << 2)] = l;
+                }
+                if (okb[m]) {
+                    split2<C::SPLIT_>(fmaxf(acc[m][j][2], 0.f), fmaxf(acc[m][j][3], 0.f), h, l);
+                    recb[(j ^ sb) << 2] = h;
+                    if (C::SPLIT_) recb[C::A1W + ((j ^ sb) << 2)] = l;
+                }
+            }
+        }
+    }
+}
+
+template <class C, int F2>
+__device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0, int z1) {
+    constexpr int MB = C::MB2_, MPR = C::RW_ / 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = lane & 3;
+    const int lrow = lane & 15, lhi = lane >> 4;
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
+    const u32 a1s = smem_u32(A1);
+    const int nm = (z1 - z0) * MPR, njobs = (nm + MB - 1) / MB;
+    for (int job = warp; job < njobs; job += C::NW) {
+        int rr[MB], xb[MB];
+        bool ok[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            int mi = job * MB + m;
+            ok[m] = mi < nm;
+            mi = min(mi, nm - 1);
+            rr[m] = z0 + mi / MPR;
+            xb[m] = (mi % MPR) * 16;
+        }
+        float acc2[MB][4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
+            }
+        }
+#pragma unroll 1
+        for (int dy = 0; dy < F2; ++dy) {
+            u32 row[MB];
+#pragma unroll
+            for (int m = 0; m < MB; ++m)
+                row[m] = a1s + ((((rr[m] + dy) % C::C1) * C::RW1 + xb[m] + lrow) << 7);
+            const uint4* Wt = W2 + dy * F2 * 8 * 32;
+#pragma unroll
+            for (int dx = 0; dx < F2; ++dx) {
+                const int sw = (lrow + dx) & 7;  // column & 7 (xb is a multiple of 16)
+#pragma unroll
+                for (int ks = 0; ks < 4; ++ks) {
+                    const u32 coff = (dx << 7) + ((((2 * ks + lhi) ^ sw)) << 4);
+                    u32 ah[MB][4], al[MB][4];
+#pragma unroll
+                    for (int m = 0; m < MB; ++m) {
+                        ldsm_x4(ah[m], row[m] + coff);
+                        if (C::SPLIT_) ldsm_x4(al[m], row[m] + coff + C::A1W * 4);
+                    }
+                    tc_mma_k<C, MB, 4>(acc2, ah, al, Wt + (dx * 4 + ks) * 2 * 32, C::W2F / 4);
+                }
+            }
+        }
+        tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
+    }
+}
+
+// A1 ring border fix-up: records of 8 swizzled 16-byte chunks per copy.
+template <class C>
+__device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, int W) {
+    constexpr int PER = C::C1 * C::RW1 * 8;  // uint4 per copy
+    uint4* buf = reinterpret_cast<uint4*>(A1);
+    const int nr = r1 - r0, n = C::NSPL * nr * C::RW1 * 8;
+    if (vx0 < 0 || vx0 + C::RW1 > W) {
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int k = e & 7, t = e >> 3, c = t % C::RW1, t2 = t / C::RW1, r = r0 + t2 % nr, cp = t2 / nr;
+            const int v = vx0 + c;
+            if (v < 0 || v >= W) {
+                const int sc = clampi(v, 0, W - 1) - vx0;
+                const int g = k ^ (c & 7);
+                uint4* rowp = buf + cp * PER + (r % C::C1) * C::RW1 * 8;
+                rowp[c * 8 + k] = rowp[sc * 8 + (g ^ (sc & 7))];
+            }
+        }
+        __syncthreads();
+    }
+    if (vy0 + r0 < 0 || vy0 + r1 > H) {
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int k = e & 7, t = e >> 3, c = t % C::RW1, t2 = t / C::RW1, r = r0 + t2 % nr, cp = t2 / nr;
+            const int v = vy0 + r;
+            if (v < 0 || v >= H) {
+                uint4* p = buf + cp * PER;
+                const int sr = clampi(v, 0, H - 1) - vy0;
+                p[((r % C::C1) * C::RW1 + c) * 8 + k] = p[((sr % C::C1) * C::RW1 + c) * 8 + k];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
+__global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights) {
+    FUSED_ARGS_INIT
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2> C;
+    extern __shared__ __align__(16) u32 smw[];
+    if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
+    const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
+    {
+        const uint4* src = reinterpret_cast<const uint4*>(weights);
+        uint4* dst = reinterpret_cast<uint4*>(smw);
+        for (int i = threadIdx.x; i < C::O_Y / 4; i += NT) dst[i] = __ldg(src + i);
+    }
+    int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
+    {
+        const int cq = threadIdx.x & 3;
+#pragma unroll
+        for (int i = 0; i < 12; ++i) {
+            const int p = 8 * (i >> 1) + 4 * (i & 1) + cq;
+            off[i] = p < 45 ? (p / 5) * C::Y0WW + p % 5 : 8 * C::Y0WW + (p - 45);
+        }
+    }
+    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
+    unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
+    fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1, a.first0[a.rows_first ? blockIdx.x : blockIdx.y],
+                  Z, [&](int r, int c, float v) {
+                      // even-start copy: halves c; odd-start copy: halves c - 1 (pairs (c-1, c))
+                      const unsigned short hh = f2h(v);
+                      const int i = r * C::Y0W + c;
+                      if (c < C::Y0W) Yh[i] = hh;
+                      if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
+                      if (SPLIT) {
+                          const unsigned short ll = f2h(v - h2f(hh));
+                          if (c < C::Y0W) Yh[4 * C::PY + i] = ll;
+                          if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
+                      }
+                  });
+    const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
+    if (a.out_mode == OUT_BICUBIC) return;  // the host asks the fp32 kernel for that
+    const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
+    const int nz = nout + 4;
+    const int zvy = oy0 - 2, zvx = ox0 - 2;
+    int z_done = 0, a1_done = 0, out_done = 0;
+    while (out_done < nout) {
+        const int z_t = min(z_done + R, nz);
+        if constexpr (F2 > 1) {
+            u32* A1 = smw + C::O_A1;
+            const int a_t = z_t + 2 * C::H2;
+            if (a_t > a1_done) {
+                tc_conv1_ring<C>(smw, A1, a1_done, a_t, off);
+                __syncthreads();
+                tc_fixup_a1<C>(A1, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
+                a1_done = a_t;
+            }
+            tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
+        } else {
+            tc_chain_z<C>(smw, Z, z_done, z_t, off);
+        }
+        __syncthreads();
+        fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
+        z_done = z_t;
+        const int o_t = min(z_done - 4, nout);
+        if (o_t > out_done) {
+            fused_conv3_rows<C::CZ, RW>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
+            out_done = o_t;
+        }
+        __syncthreads();
+    }
+}
+
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
+__global__ void fused_tc_layout(int* out) {
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2> C;
+    out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
+    out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::O_Y; out[8] = C::O_W2F;
+}
