@@ -11,7 +11,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import typer
 from tqdm import tqdm
@@ -366,27 +366,62 @@ def tune_command(
 
 @app.command("bench")
 def bench_command(
+    video: Optional[Path] = typer.Argument(None, metavar="[VIDEO]",
+                                           help="Measure each stage of upscaling this video (pipeline bench)."),
+    pipeline: bool = typer.Option(False, "--pipeline",
+                                  help="Pipeline bench on a synthetic clip of --size (no VIDEO needed)."),
+    frames: int = typer.Option(240, "--frames", help="Frames of the synthetic clip."),
     size: str = typer.Option("1920x1080", "--size", metavar="WxH", help="Input (low-resolution) frame size."),
     scale: int = typer.Option(2, "--scale", help="Upscale factor."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL",
                                         help="9-1-5 (default), 9-5-5 (random weights of that architecture "
                                              "when not built in) or an .npz/.mat file."),
-    device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure."),
+    device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure (pipeline "
+                                                                             "bench: also cpu or auto)."),
+    codec: str = typer.Option("libx264", "--codec", help="Pipeline bench: video encoder."),
+    crf: Optional[int] = typer.Option(None, "--crf", help="Pipeline bench: encoder CRF."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
-    """Kernel benchmark: ms per frame of each layer x variant, the chosen plan and the whole network."""
-    from . import bench as benchmark
+    """Kernel benchmark (ms per frame of each layer x variant, the chosen plan and the whole network),
+    or with VIDEO / --pipeline: fps of each stage of a video upscale and the bottleneck."""
     from .model import BUILTIN_ARCHS
 
     lr_shape = _frame_size(size)
+    log = None if quiet or json_out else (lambda s: _info(s, False))
+    if video is not None or pipeline:
+        _bench_pipeline(video, frames, lr_shape, scale, model, device, codec, crf, preset, json_out, log)
+        return
+    from . import bench as benchmark
+
     with _reported():
         index = _cuda_index(device)
         spec = model or DEFAULT_ARCH
         srcnn = None if spec in BUILTIN_ARCHS else resolve_model(spec, scale)
         report = benchmark.bench(srcnn, arch=spec if srcnn is None else srcnn.arch, scale=scale, lr_shape=lr_shape,
-                                 device_index=index, log=None if quiet or json_out else lambda s: _info(s, False))
+                                 device_index=index, log=log)
         print(json.dumps(report.to_dict(), indent=2) if json_out else benchmark.format_report(report))
+
+
+def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int], scale: int, model: Optional[str],
+                    device: str, codec: str, crf: Optional[int], preset: Optional[str], json_out: bool,
+                    log: Optional[Callable[[str], None]]) -> None:
+    import tempfile
+
+    from . import bench_video
+    from .video.api import EncodeOptions
+
+    with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
+        srcnn = resolve_model(model, scale)
+        engine = create_engine(device, srcnn, scale)
+        if video is None:
+            if log:
+                log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")
+            video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
+        report = bench_video.bench_video(video, engine, scale, EncodeOptions(codec=codec, crf=crf, preset=preset),
+                                         log=log)
+        print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
 
 
 def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:

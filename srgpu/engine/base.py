@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -21,6 +21,47 @@ class PlaneSpec:
 
     out_shape: tuple[int, int]
     srcnn: bool
+
+
+@dataclass(frozen=True)
+class FrameFormat:
+    """What every frame of a stream looks like: plane shapes in, sample dtype, what to make of each."""
+
+    in_shapes: tuple[tuple[int, int], ...]
+    dtype: np.dtype
+    specs: tuple[PlaneSpec, ...]
+    max_value: float
+
+
+class Submitted:
+    """A frame handed to a FrameProcessor: ``wait()`` gives its upscaled planes, valid until
+    ``release()`` (which the consumer calls once it has used them)."""
+
+    def __init__(self, planes: list[np.ndarray]) -> None:
+        self._planes = planes
+
+    def wait(self) -> list[np.ndarray]:
+        return self._planes
+
+    def release(self) -> None:
+        """Nothing to give back for planes the engine allocated."""
+
+
+class FrameProcessor:
+    """Frames of one format through an engine, possibly several at once (GPU engines overlap
+    upload, compute and download). This base runs each frame synchronously at submit."""
+
+    in_flight = 1  # frames worth submitting before waiting for the oldest
+
+    def __init__(self, engine: "Engine", fmt: FrameFormat) -> None:
+        self.engine = engine
+        self.fmt = fmt
+
+    def submit(self, planes: Sequence[np.ndarray]) -> Any:
+        return Submitted(self.engine.upscale_frame(planes, self.fmt.specs, self.fmt.max_value))
+
+    def close(self) -> None:
+        """Wait for everything queued."""
 
 
 def to_unit_float(plane: np.ndarray, max_value: float) -> np.ndarray:
@@ -68,6 +109,11 @@ class Engine(ABC):
             self.srcnn_plane(p, s.out_shape, max_value) if s.srcnn else self.bicubic_plane(p, s.out_shape, max_value)
             for p, s in zip(planes, specs)
         ]
+
+    def frame_processor(self, fmt: FrameFormat, slots: int | None = None) -> FrameProcessor:
+        """A processor for a stream of frames of ``fmt`` (videos). ``slots``: how many frames may
+        be between submit and release at once (engines that overlap work use it)."""
+        return FrameProcessor(self, fmt)
 
     def close(self) -> None:
         """Release device resources (nothing for the CPU engine)."""

@@ -142,6 +142,12 @@ class GPUEngine(Engine):
             self.stream.synchronize()
         return [host if back is None else host.astype(back) for host, back in results]
 
+    def frame_processor(self, fmt: Any, slots: int | None = None) -> Any:
+        """Overlapped upload / compute / download with pinned buffers (srgpu.engine.overlap)."""
+        from .overlap import OverlappedGPU
+
+        return OverlappedGPU(self, fmt, slots)
+
     def close(self) -> None:
         self._io.clear()
         self._work.clear()

@@ -9,15 +9,17 @@ caller's thread does the same and re-raises KeyboardInterrupt.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..engine.base import Engine, PlaneSpec
+from ..engine.base import Engine, FrameFormat, PlaneSpec
 from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer
@@ -76,7 +78,8 @@ class PipelineStats:
 
 
 def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max_value: int, writer: Writer,
-                 progress: Progress | None = None, total: int | None = None, depth: int = 4) -> PipelineStats:
+                 progress: Progress | None = None, total: int | None = None, depth: int = 4,
+                 slots: int | None = None) -> PipelineStats:
     """Decode, upscale and encode every frame; raises the first stage's error (after stopping
     everything) or KeyboardInterrupt."""
     stop = _Stop()
@@ -90,12 +93,37 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
         decoded.put(_END)
 
     def process() -> None:
-        while (item := decoded.get()) is not _END:
-            frame: Frame = item  # type: ignore[assignment]
-            dtype = frame.planes[0].dtype
-            frame.planes = engine.upscale_frame(frame.planes, specs, max_value)
+        # up to processor.in_flight frames are queued on the engine before the oldest is awaited,
+        # so a GPU engine overlaps upload, compute and download; order is kept by the FIFO
+        processor = None
+        pending: deque[tuple[Frame, object]] = deque()
+
+        def hand_on() -> None:
+            frame, job = pending.popleft()
+            frame.planes = job.wait()  # type: ignore[attr-defined]
+            frame.release = job.release  # type: ignore[attr-defined]
             _check_planes(engine, frame, specs, dtype)
             upscaled.put(frame)
+
+        try:
+            while (item := decoded.get()) is not _END:
+                frame: Frame = item  # type: ignore[assignment]
+                if processor is None:
+                    dtype = frame.planes[0].dtype
+                    processor = engine.frame_processor(FrameFormat(
+                        tuple(p.shape for p in frame.planes), dtype, tuple(specs), max_value), slots)
+                while len(pending) >= processor.in_flight:
+                    hand_on()
+                pending.append((frame, processor.submit(frame.planes)))
+            while pending:
+                hand_on()
+        except BaseException:
+            if processor is not None:
+                with contextlib.suppress(Exception):  # the first error is the one to report
+                    processor.close()
+            raise
+        if processor is not None:
+            processor.close()
         upscaled.put(_END)
 
     def write() -> None:
@@ -106,6 +134,8 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                 writer.start(reader.time_base, frame.pts)  # type: ignore[arg-type]
                 started_writer = True
             writer.write(frame)
+            if frame.release is not None:
+                frame.release()
             if progress is not None:
                 progress(1, total)
         if started_writer:

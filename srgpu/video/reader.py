@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -41,6 +41,7 @@ class Frame:
     pts: int
     duration: int | None
     planes: list[np.ndarray]
+    release: Callable[[], None] | None = None  # called once the planes are written (pinned slots)
 
 
 @dataclass(frozen=True)

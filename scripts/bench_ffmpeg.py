@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""srgpu end to end against plain ffmpeg bicubic scaling, same source, same encoder settings.
+
+For each preset P: `ffmpeg -i SRC -vf scale=W:H:flags=bicubic -c:v libx264 -preset P -crf 18
+-c:a copy OUT` and `srgpu upscale SRC -o OUT --scale 2 --preset P --crf 18` (library call), frames
+per second of each and the ratio. The default source is the Big Buck Bunny clip of
+../shared/data/video scaled to 1920x1080 and encoded x264 crf 18, so the content is real.
+
+    python3 scripts/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from srgpu.engine import create_engine  # noqa: E402
+from srgpu.model import resolve_model  # noqa: E402
+from srgpu.video.api import EncodeOptions, upscale_video  # noqa: E402
+from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
+from srgpu.video.probe import probe  # noqa: E402
+
+
+def shared_clip(name: str) -> Path:
+    for base in (ROOT / "shared" / "data", ROOT.parent / "shared" / "data"):
+        if (base / "video" / name).is_file():
+            return base / "video" / name
+    raise SystemExit(f"cannot find {name} in shared/data or ../shared/data")
+
+
+def ffmpeg(*args: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run([ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"ffmpeg failed: {proc.stderr[-1500:]}")
+    return time.perf_counter() - t0
+
+
+def count_frames(path: Path) -> int:
+    out = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0", "-c", "copy", "-f",
+                          "framecrc", "-"], capture_output=True, text=True, check=True).stdout
+    return sum(1 for ln in out.splitlines() if ln and not ln.startswith("#"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path)
+    ap.add_argument("--presets", nargs="+", default=["veryfast", "ultrafast"])
+    ap.add_argument("--crf", type=int, default=18)
+    ap.add_argument("--scale", type=int, default=2)
+    ap.add_argument("--model", default="9-1-5")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="srgpu-vs-ffmpeg-") as tmp:
+        tmpdir = Path(tmp)
+        src = args.source
+        if src is None:
+            src = tmpdir / "bbb_1080p24_x264_crf18.mkv"
+            ffmpeg("-i", str(shared_clip("bbb_720p24_vp8_vorbis.webm")), "-vf", "scale=1920:1080:flags=bicubic",
+                   "-c:v", "libx264", "-crf", "18", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "copy",
+                   str(src))
+        info = probe(src)
+        v = info.main_video()
+        frames = count_frames(src)
+        W, H = v.width * args.scale, v.height * args.scale  # type: ignore[operator]
+        model = resolve_model(args.model, args.scale)
+        engine = create_engine(args.device, model, args.scale)
+        rows = []
+        for preset in args.presets:
+            plain = ffmpeg("-i", str(src), "-vf", f"scale={W}:{H}:flags=bicubic", "-c:v", "libx264", "-preset", preset,
+                           "-crf", str(args.crf), "-c:a", "copy", str(tmpdir / f"plain_{preset}.mkv"))
+            t0 = time.perf_counter()
+            result = upscale_video(src, tmpdir / f"srgpu_{preset}.mkv", engine, args.scale,
+                                   EncodeOptions(crf=args.crf, preset=preset))
+            ours = time.perf_counter() - t0
+            assert result.frames == frames, (result.frames, frames)
+            rows.append({"preset": preset, "frames": frames, "ffmpeg_fps": frames / plain, "srgpu_fps": frames / ours,
+                         "ratio": plain / ours})
+        report = {"source": str(args.source or "bbb_720p24_vp8_vorbis.webm scaled to 1080p, x264 crf 18"),
+                  "input": f"{v.width}x{v.height}", "output": f"{W}x{H}", "engine": getattr(engine, "description", "cpu"),
+                  "model": model.name, "crf": args.crf, "rows": rows}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{report['source']}: {report['input']} -> {report['output']}, {report['engine']}, {model.name}, crf {args.crf}")
+    print(f"{'preset':<10} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} {'srgpu/ffmpeg':>13}")
+    for r in rows:
+        print(f"{r['preset']:<10} {r['frames']:>6} {r['ffmpeg_fps']:>11.1f} {r['srgpu_fps']:>10.1f} {r['ratio']:>12.1%}")
+
+
+if __name__ == "__main__":
+    main()

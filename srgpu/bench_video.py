@@ -1,0 +1,235 @@
+"""``srgpu bench VIDEO`` (pipeline part): the throughput of each stage of a video upscale on
+this machine, in frames per second, and which stage sets the end-to-end rate.
+
+Stages, each measured alone on the same clip and settings:
+  decode    ffmpeg decoding to raw planar frames through the pipe (the reader)
+  upload    pinned host -> GPU copies of a frame's planes (CUDA events)
+  gpu       bicubic + SRCNN on luma, bicubic on chroma, conversion back (CUDA events)
+  download  GPU -> pinned host copies of the upscaled planes (CUDA events)
+  encode    the encoder fed an upscaled frame through the pipe (the writer; other streams mapped)
+  end-to-end  ``upscale_video`` itself: all of the above overlapped
+"""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .engine.base import Engine
+from .video import ffmpeg
+from .video.api import EncodeOptions, VideoError, plan_video, upscale_video
+from .video.reader import Frame, Reader
+from .video.writer import Writer
+
+SAMPLE_FRAMES = 8  # decoded frames kept for the GPU stages
+
+
+@dataclass(frozen=True)
+class StageResult:
+    name: str
+    frames: int
+    seconds: float
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class VideoBenchReport:
+    source: str
+    input_size: tuple[int, int]
+    output_size: tuple[int, int]
+    scale: int
+    engine: str
+    codec: str
+    preset: str | None
+    crf: int | None
+    stages: tuple[StageResult, ...]
+    peak_gpu_bytes: int | None
+    peak_host_bytes: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def bottleneck(self) -> str:
+        parts = [s for s in self.stages if s.name != "end-to-end"]
+        return min(parts, key=lambda s: s.fps).name
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stages"] = [{"name": s.name, "frames": s.frames, "seconds": round(s.seconds, 4), "fps": round(s.fps, 2)}
+                       for s in self.stages]
+        d["bottleneck"] = self.bottleneck
+        return d
+
+
+def synthetic_source(folder: Path, size: tuple[int, int] = (1920, 1080), frames: int = 240, rate: int = 24) -> Path:
+    """A clip from ffmpeg's own test source (moving pattern + tone), x264 crf 18, for a bench
+    with no file of the user's."""
+    path = folder / f"synthetic_{size[0]}x{size[1]}_{frames}f.mp4"
+    _ffmpeg_checked([
+        "-f", "lavfi", "-i", f"testsrc2=size={size[0]}x{size[1]}:rate={rate}",
+        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+        "-frames:v", str(frames), "-t", f"{frames / rate:.3f}", "-map", "0:v", "-map", "1:a",
+        "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p", "-c:a", "aac",
+        "-y", str(path)], "making the synthetic clip")
+    return path
+
+
+def _ffmpeg_checked(args: list[str], what: str) -> None:
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", *args], timeout=1800.0)
+    if proc.returncode != 0:
+        tail = " ".join(proc.stderr.strip().splitlines()[-2:])
+        raise VideoError(f"ffmpeg failed {what} ({ffmpeg.describe_exit(proc.returncode)}): {tail}")
+
+
+def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
+                log: Callable[[str], None] | None = None, max_frames: int | None = None) -> VideoBenchReport:
+    say = log or (lambda _m: None)
+    with tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
+        out = Path(tmp) / f"out{_output_suffix(options.codec)}"
+        job = plan_video(src, out, scale, options)
+        stages: list[StageResult] = []
+
+        say("decode ...")
+        decode, samples, timing = _decode_stage(job, max_frames)
+        stages.append(decode)
+        if hasattr(engine, "frame_processor") and getattr(engine, "device", None) is not None:
+            say("upload / gpu / download ...")
+            stages.extend(_gpu_stages(engine, job, samples))
+        else:
+            say("cpu engine ...")
+            stages.append(_cpu_stage(engine, job, samples))
+        say("encode ...")
+        stages.append(_encode_stage(engine, job, samples, timing))
+        say("end-to-end ...")
+        t0 = time.perf_counter()
+        result = upscale_video(src, out, engine, scale, options, overwrite=True)
+        stages.append(StageResult("end-to-end", result.frames, time.perf_counter() - t0))
+    return VideoBenchReport(
+        source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
+        engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
+        crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
+        peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes)
+
+
+def _output_suffix(codec: str) -> str:
+    return ".mov" if codec.startswith("prores") else ".mkv"
+
+
+def _decode_stage(job: Any, max_frames: int | None) -> tuple[StageResult, list[Frame], tuple[Any, list[Frame]]]:
+    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    samples: list[Frame] = []
+    count = 0
+    t0 = time.perf_counter()
+    try:
+        reader.start()
+        for frame in reader.frames():
+            if len(samples) < SAMPLE_FRAMES:
+                samples.append(frame)
+            count += 1
+            if max_frames is not None and count >= max_frames:
+                break
+        seconds = time.perf_counter() - t0
+    finally:
+        reader.kill()
+    if not samples:
+        raise ValueError(f"{job.src}: no frames decoded")
+    return StageResult("decode", count, seconds), samples, (reader.time_base, samples)
+
+
+def _gpu_stages(engine: Any, job: Any, samples: list[Frame]) -> list[StageResult]:
+    import cupy as cp
+    import cupyx
+
+    from .tune import time_ms
+
+    mv = job.layout.max_value
+    planes = samples[0].planes
+    with engine.device:
+        host_in = [cupyx.empty_pinned(p.shape, p.dtype) for p in planes]
+        for h, p in zip(host_in, planes):
+            h[...] = p
+        dev_in = [cp.empty(p.shape, p.dtype) for p in planes]
+        dev_out = [cp.empty(s.out_shape, planes[0].dtype) for s in job.specs]
+        host_out = [cupyx.empty_pinned(s.out_shape, planes[0].dtype) for s in job.specs]
+        stream = engine.stream
+
+        def upload() -> None:
+            for d, h in zip(dev_in, host_in):
+                d.set(h, stream=stream)
+
+        def compute() -> None:
+            for src, out, spec in zip(dev_in, dev_out, job.specs):
+                (engine.srcnn_device if spec.srcnn else engine.bicubic_device)(src, out, mv)
+
+        def download() -> None:
+            for d, h in zip(dev_out, host_out):
+                d.get(stream=stream, out=h, blocking=False)
+
+        upload()
+        compute()  # first call: plan (tuning if none is cached) and buffers
+        stream.synchronize()
+        results = []
+        for name, fn in (("upload", upload), ("gpu", compute), ("download", download)):
+            ms = time_ms(fn, stream)
+            results.append(StageResult(name, 1, ms / 1000.0))
+    return results
+
+
+def _cpu_stage(engine: Engine, job: Any, samples: list[Frame]) -> StageResult:
+    n = min(2, len(samples))
+    t0 = time.perf_counter()
+    for f in samples[:n]:
+        engine.upscale_frame(f.planes, job.specs, job.layout.max_value)
+    return StageResult("cpu", n, time.perf_counter() - t0)
+
+
+def _encode_stage(engine: Engine, job: Any, samples: list[Frame], timing: tuple[Any, list[Frame]],
+                  frames: int | None = None) -> StageResult:
+    """The encoder alone, fed upscaled frames as fast as it takes them (the sample frames
+    upscaled once, repeated with the source's frame timing)."""
+    time_base, decoded = timing
+    ups = [engine.upscale_frame(f.planes, job.specs, job.layout.max_value) for f in samples[:2]]
+    step = (decoded[1].pts - decoded[0].pts) if len(decoded) > 1 else (decoded[0].duration or 1)
+    n = frames or max(48, min(240, len(samples) * 30))
+    writer = Writer(job.plan)
+    t0 = time.perf_counter()
+    try:
+        writer.start(time_base, decoded[0].pts)
+        for i in range(n):
+            writer.write(Frame(i, decoded[0].pts + i * step, step, ups[i % len(ups)]))
+        writer.finish()
+    finally:
+        writer.kill()
+        job.plan.tmp.unlink(missing_ok=True)
+    return StageResult("encode", n, time.perf_counter() - t0)
+
+
+def _gpu_pool_bytes(engine: Any) -> int | None:
+    if getattr(engine, "device", None) is None:
+        return None
+    import cupy as cp
+
+    # CuPy's pool keeps what it allocated, so what it holds now is what srgpu's peak needed
+    return int(cp.get_default_memory_pool().total_bytes())
+
+
+def format_report(r: VideoBenchReport) -> str:
+    lines = [f"{r.source}: {r.input_size[0]}x{r.input_size[1]} -> {r.output_size[0]}x{r.output_size[1]} "
+             f"(x{r.scale}), {r.engine}, {r.codec}"
+             f"{' preset ' + r.preset if r.preset else ''}{' crf ' + str(r.crf) if r.crf is not None else ''}",
+             f"{'stage':<12} {'fps':>9}"]
+    for s in r.stages:
+        lines.append(f"{s.name:<12} {s.fps:9.1f}")
+    lines.append(f"bottleneck: {r.bottleneck}")
+    if r.peak_gpu_bytes is not None:
+        lines.append(f"GPU memory held by srgpu: {r.peak_gpu_bytes / 2**20:.0f} MiB")
+    lines.append(f"peak host memory (RSS): {r.peak_host_bytes / 2**20:.0f} MiB")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Several frames in flight on the GPU: upload, compute and download overlap.
+
+Each slot owns pinned host buffers (in and out, one per plane), device buffers and its own copy
+stream. A frame's planes are copied into the slot's pinned input, uploaded on the slot's stream,
+computed on the engine's stream (which waits for the upload's event), and downloaded on the
+slot's stream (which waits for the compute's event). The host waits only for the frame it hands
+on, never for the device as a whole; nothing is allocated per frame.
+
+A result's planes are views of the slot's pinned output: the consumer (the video writer) calls
+``release()`` once it has written them, and only then is the slot reused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .base import EngineError, FrameFormat, FrameProcessor
+
+DEFAULT_SLOTS = 8
+IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
+
+
+@dataclass
+class _Slot:
+    index: int
+    host_in: list[np.ndarray]
+    host_out: list[np.ndarray]
+    dev_in: list[Any]
+    dev_out: list[Any]
+    stream: Any
+    uploaded: Any
+    computed: Any
+    downloaded: Any
+    busy: bool = False
+
+
+@dataclass
+class Pending:
+    """A submitted frame; ``wait()`` returns its upscaled planes (pinned views)."""
+
+    slot: _Slot
+    owner: "OverlappedGPU"
+    tag: Any = None
+    _planes: list[np.ndarray] | None = field(default=None, repr=False)
+
+    def wait(self) -> list[np.ndarray]:
+        if self._planes is None:
+            self.owner._wait(self.slot)
+            self._planes = list(self.slot.host_out)
+        return self._planes
+
+    def release(self) -> None:
+        """The planes have been consumed: the slot may take the next frame."""
+        self.owner._release(self.slot)
+
+
+class OverlappedGPU(FrameProcessor):
+    """Frames of one format through a GPUEngine with up to ``slots`` frames between submit and
+    release. ``submit`` blocks while every slot is taken (backpressure from the consumer)."""
+
+    def __init__(self, engine: Any, fmt: FrameFormat, slots: int | None = None) -> None:
+        slots = DEFAULT_SLOTS if slots is None else slots
+        if slots < 2:
+            raise ValueError("overlap needs at least 2 slots")
+        import cupy as cp
+        import cupyx
+
+        super().__init__(engine, fmt)
+        self.in_flight = max(1, min(IN_FLIGHT, slots - 1))
+        self._cp = cp
+        self._cond = threading.Condition()
+        self._free: deque[_Slot] = deque()
+        with engine.device, engine._guard("allocating pinned frame buffers"):
+            for i in range(slots):
+                host_in = [cupyx.empty_pinned(s, dtype=fmt.dtype) for s in fmt.in_shapes]
+                host_out = [cupyx.empty_pinned(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs]
+                dev_in = [cp.empty(s, dtype=fmt.dtype) for s in fmt.in_shapes]
+                dev_out = [cp.empty(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs]
+                stream = cp.cuda.Stream(non_blocking=True)
+                events = [cp.cuda.Event(disable_timing=True) for _ in range(3)]
+                self._free.append(_Slot(i, host_in, host_out, dev_in, dev_out, stream, *events))
+
+    def submit(self, planes: Sequence[np.ndarray], tag: Any = None) -> "Pending":
+        """Queue one frame; returns at once unless every slot is in use."""
+        fmt = self.fmt
+        if len(planes) != len(fmt.in_shapes):
+            raise ValueError(f"{len(planes)} planes, expected {len(fmt.in_shapes)}")
+        for p, shape in zip(planes, fmt.in_shapes):
+            if p.shape != shape or p.dtype != fmt.dtype:
+                raise ValueError(f"plane {p.shape} {p.dtype} does not match the stream's {shape} {fmt.dtype}")
+        slot = self._acquire()
+        engine = self.engine
+        try:
+            with engine.device, engine._guard("queueing a frame"):
+                for host, src in zip(slot.host_in, planes):
+                    np.copyto(host, src)  # pageable -> pinned, so the upload is truly asynchronous
+                for dev, host in zip(slot.dev_in, slot.host_in):
+                    dev.set(host, stream=slot.stream)
+                slot.uploaded.record(slot.stream)
+                engine.stream.wait_event(slot.uploaded)
+                with engine.stream:
+                    for src, out, spec in zip(slot.dev_in, slot.dev_out, fmt.specs):
+                        if spec.srcnn:
+                            engine.srcnn_device(src, out, fmt.max_value)
+                        else:
+                            engine.bicubic_device(src, out, fmt.max_value)
+                slot.computed.record(engine.stream)
+                slot.stream.wait_event(slot.computed)
+                for dev, host in zip(slot.dev_out, slot.host_out):
+                    dev.get(stream=slot.stream, out=host, blocking=False)
+                slot.downloaded.record(slot.stream)
+        except BaseException:
+            self._release(slot)
+            raise
+        return Pending(slot, self, tag)
+
+    def _wait(self, slot: _Slot) -> None:
+        with self.engine.device, self.engine._guard("processing a frame"):
+            slot.downloaded.synchronize()
+
+    def _acquire(self) -> _Slot:
+        with self._cond:
+            while not self._free:
+                self._cond.wait()
+            slot = self._free.popleft()
+            slot.busy = True
+            return slot
+
+    def _release(self, slot: _Slot) -> None:
+        with self._cond:
+            if slot.busy:
+                slot.busy = False
+                self._free.append(slot)
+                self._cond.notify()
+
+    def free_slots(self) -> int:
+        with self._cond:
+            return len(self._free)
+
+    def close(self) -> None:
+        """Wait for everything queued (so no buffer is freed under a running copy)."""
+        try:
+            with self.engine.device:
+                self.engine.stream.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported, not hidden: the caller is already failing or done
+            raise EngineError(f"GPU error while finishing: {' '.join(str(e).split())}") from None
