@@ -276,7 +276,7 @@ class FusedSRCNN:
             v = buf.get()
             self.layout = Layout(*(int(x) for x in v[:7]))
             packed = pack_fp32(model) if cfg.kernel == "fp32" else pack_tc(model, cfg.split)
-            expect = int(v[8]) + (64 * f2 * f2 * 32 if f2 > 1 else 0) if cfg.kernel == "fp32" else int(v[7])
+            expect = int(v[8]) + 64 * f2 * f2 * 32 if cfg.kernel == "fp32" else int(v[7])
             if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
                 raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "
                                   f"words, {shared_bytes(cfg, f2)} vs {self.layout.shared_bytes} shared bytes)")

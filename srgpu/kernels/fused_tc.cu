@@ -105,46 +105,75 @@ struct TcCfg {
 
 // conv1 for MB blocks of 16 positions. b0/b8: word index (plane + row + column/2) of the
 // position in rows 0-7 / 8-15 of the block for this lane; off: this lane's pair offsets.
+// Fragments of K-step s + 1 are loaded while the MMAs of step s run; the three products of the
+// split are issued as three passes over all accumulators, so no MMA waits on the one before it.
 template <class C, int MB>
-__device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
-                                         const int (&off)[12], float (&acc)[MB][8][4], int lane) {
+__device__ __forceinline__ void tc_conv1_load(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
+                                              const int (&off)[12], int s, int lane, u32 (&ah)[MB][4],
+                                              u32 (&al)[MB][4], uint4 (&bh)[4], uint4 (&bl)[4]) {
     const u32* Y = smw + C::O_Y;
     const uint4* Wb = reinterpret_cast<const uint4*>(smw + C::O_W1F) + lane;
 #pragma unroll
-    for (int s = 0; s < 6; ++s) {
-        u32 ah[MB][4], al[MB][4];
+    for (int m = 0; m < MB; ++m) {
+        ah[m][0] = Y[b0[m] + off[2 * s]];
+        ah[m][1] = Y[b8[m] + off[2 * s]];
+        ah[m][2] = Y[b0[m] + off[2 * s + 1]];
+        ah[m][3] = Y[b8[m] + off[2 * s + 1]];
+        if (C::SPLIT_) {
+            al[m][0] = Y[2 * C::PY + b0[m] + off[2 * s]];
+            al[m][1] = Y[2 * C::PY + b8[m] + off[2 * s]];
+            al[m][2] = Y[2 * C::PY + b0[m] + off[2 * s + 1]];
+            al[m][3] = Y[2 * C::PY + b8[m] + off[2 * s + 1]];
+        }
+    }
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+        bh[jp] = Wb[(s * 4 + jp) * 32];
+        if (C::SPLIT_) bl[jp] = Wb[C::W1F / 4 + (s * 4 + jp) * 32];
+    }
+}
+
+// acc[m][0..2*NP) += A (hi, lo) x B (NP uint4 of two n-tiles each), split products in three passes.
+template <class C, int MB, int NP, int NTILE>
+__device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
+                                              const uint4 (&bh)[NP], const uint4 (&bl)[NP]) {
+#pragma unroll
+    for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
-            ah[m][0] = Y[b0[m] + off[2 * s]];
-            ah[m][1] = Y[b8[m] + off[2 * s]];
-            ah[m][2] = Y[b0[m] + off[2 * s + 1]];
-            ah[m][3] = Y[b8[m] + off[2 * s + 1]];
-            if (C::SPLIT_) {
-                al[m][0] = Y[2 * C::PY + b0[m] + off[2 * s]];
-                al[m][1] = Y[2 * C::PY + b8[m] + off[2 * s]];
-                al[m][2] = Y[2 * C::PY + b0[m] + off[2 * s + 1]];
-                al[m][3] = Y[2 * C::PY + b8[m] + off[2 * s + 1]];
-            }
+            mma16816(acc[m][2 * jp], ah[m], bh[jp].x, bh[jp].y);
+            mma16816(acc[m][2 * jp + 1], ah[m], bh[jp].z, bh[jp].w);
         }
+    if (C::SPLIT_) {
 #pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-            const uint4 bh = Wb[(s * 4 + jp) * 32];
+        for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
             for (int m = 0; m < MB; ++m) {
-                mma16816(acc[m][2 * jp], ah[m], bh.x, bh.y);
-                mma16816(acc[m][2 * jp + 1], ah[m], bh.z, bh.w);
+                mma16816(acc[m][2 * jp], ah[m], bl[jp].x, bl[jp].y);
+                mma16816(acc[m][2 * jp + 1], ah[m], bl[jp].z, bl[jp].w);
             }
-            if (C::SPLIT_) {
-                const uint4 bl = Wb[C::W1F / 4 + (s * 4 + jp) * 32];
 #pragma unroll
-                for (int m = 0; m < MB; ++m) {
-                    mma16816(acc[m][2 * jp], ah[m], bl.x, bl.y);
-                    mma16816(acc[m][2 * jp + 1], ah[m], bl.z, bl.w);
-                    mma16816(acc[m][2 * jp], al[m], bh.x, bh.y);
-                    mma16816(acc[m][2 * jp + 1], al[m], bh.z, bh.w);
-                }
+        for (int jp = 0; jp < NP; ++jp)
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                mma16816(acc[m][2 * jp], al[m], bh[jp].x, bh[jp].y);
+                mma16816(acc[m][2 * jp + 1], al[m], bh[jp].z, bh[jp].w);
             }
-        }
+    }
+}
+
+template <class C, int MB>
+__device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
+                                         const int (&off)[12], float (&acc)[MB][8][4], int lane) {
+    u32 ah[2][MB][4], al[2][MB][4];
+    uint4 bh[2][4], bl[2][4];
+    tc_conv1_load<C, MB>(smw, b0, b8, off, 0, lane, ah[0], al[0], bh[0], bl[0]);
+#pragma unroll
+    for (int s = 0; s < 6; ++s) {
+        if (s + 1 < 6)
+            tc_conv1_load<C, MB>(smw, b0, b8, off, s + 1, lane, ah[(s + 1) & 1], al[(s + 1) & 1], bh[(s + 1) & 1],
+                                 bl[(s + 1) & 1]);
+        tc_mma_passes<C, MB, 4, 8>(acc, ah[s & 1], al[s & 1], bh[s & 1], bl[s & 1]);
     }
 }
 
@@ -178,25 +207,13 @@ __device__ __forceinline__ void tc_to_a(const float (&acc)[MB][NT_][4], int k, u
 template <class C, int MB, int NTILE>
 __device__ __forceinline__ void tc_mma_k(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
                                          const uint4* B, int lo_off) {
+    uint4 bh[NTILE / 2], bl[NTILE / 2];
 #pragma unroll
     for (int jp = 0; jp < NTILE / 2; ++jp) {
-        const uint4 bh = B[jp * 32];
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-            mma16816(acc[m][2 * jp], ah[m], bh.x, bh.y);
-            mma16816(acc[m][2 * jp + 1], ah[m], bh.z, bh.w);
-        }
-        if (C::SPLIT_) {
-            const uint4 bl = B[lo_off + jp * 32];
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                mma16816(acc[m][2 * jp], ah[m], bl.x, bl.y);
-                mma16816(acc[m][2 * jp + 1], ah[m], bl.z, bl.w);
-                mma16816(acc[m][2 * jp], al[m], bh.x, bh.y);
-                mma16816(acc[m][2 * jp + 1], al[m], bh.z, bh.w);
-            }
-        }
+        bh[jp] = B[jp * 32];
+        if (C::SPLIT_) bl[jp] = B[lo_off + jp * 32];
     }
+    tc_mma_passes<C, MB, NTILE / 2, NTILE>(acc, ah, al, bh, bl);
 }
 
 // ReLU(conv2) accumulators -> Z GEMM -> the Z ring (rows rr, columns xb .. xb + 15).
@@ -334,6 +351,27 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
     }
 }
 
+// Fragments of step t = dx * 4 + ks of one conv2 tap row: A by ldmatrix from the swizzled A1 ring
+// (row[m]: byte address of this lane's record at dx = 0), B (two uint4 = four n-tiles) from Wt.
+template <class C, int MB>
+__device__ __forceinline__ void tc_ring_load(const u32 (&row)[MB], const uint4* Wt, int t, int lrow, int lhi,
+                                             u32 (&ah)[MB][4], u32 (&al)[MB][4], uint4 (&bh)[2], uint4 (&bl)[2]) {
+    const int dx = t >> 2, ks = t & 3;
+    const int sw = (lrow + dx) & 7;  // column & 7 (xb is a multiple of 16)
+    const u32 coff = (dx << 7) + ((((2 * ks + lhi) ^ sw)) << 4);
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        ldsm_x4(ah[m], row[m] + coff);
+        if (C::SPLIT_) ldsm_x4(al[m], row[m] + coff + C::A1W * 4);
+    }
+    const uint4* B = Wt + t * 2 * 32;
+#pragma unroll
+    for (int jp = 0; jp < 2; ++jp) {
+        bh[jp] = B[jp * 32];
+        if (C::SPLIT_) bl[jp] = B[C::W2F / 4 + jp * 32];
+    }
+}
+
 template <class C, int F2>
 __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0, int z1) {
     constexpr int MB = C::MB2_, MPR = C::RW_ / 16;
@@ -370,20 +408,15 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[m] + dy) % C::C1) * C::RW1 + xb[m] + lrow) << 7);
             const uint4* Wt = W2 + dy * F2 * 8 * 32;
+            u32 ah[2][MB][4], al[2][MB][4];
+            uint4 bh[2][2], bl[2][2];
+            tc_ring_load<C, MB>(row, Wt, 0, lrow, lhi, ah[0], al[0], bh[0], bl[0]);
 #pragma unroll
-            for (int dx = 0; dx < F2; ++dx) {
-                const int sw = (lrow + dx) & 7;  // column & 7 (xb is a multiple of 16)
-#pragma unroll
-                for (int ks = 0; ks < 4; ++ks) {
-                    const u32 coff = (dx << 7) + ((((2 * ks + lhi) ^ sw)) << 4);
-                    u32 ah[MB][4], al[MB][4];
-#pragma unroll
-                    for (int m = 0; m < MB; ++m) {
-                        ldsm_x4(ah[m], row[m] + coff);
-                        if (C::SPLIT_) ldsm_x4(al[m], row[m] + coff + C::A1W * 4);
-                    }
-                    tc_mma_k<C, MB, 4>(acc2, ah, al, Wt + (dx * 4 + ks) * 2 * 32, C::W2F / 4);
-                }
+            for (int t = 0; t < F2 * 4; ++t) {  // t = dx * 4 + K-step; fragments of t + 1 load under t's MMAs
+                if (t + 1 < F2 * 4)
+                    tc_ring_load<C, MB>(row, Wt, t + 1, lrow, lhi, ah[(t + 1) & 1], al[(t + 1) & 1], bh[(t + 1) & 1],
+                                        bl[(t + 1) & 1]);
+                tc_mma_passes<C, MB, 2, 4>(acc2, ah[t & 1], al[t & 1], bh[t & 1], bl[t & 1]);
             }
         }
         tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
