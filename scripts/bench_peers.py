@@ -32,11 +32,17 @@ from srgpu.kernels import fused  # noqa: E402
 from srgpu.model import SRCNNModel, random_model, resolve_model  # noqa: E402
 
 SWEEP = {  # extra tiles tried with --sweep (FusedConfig params); the defaults are always timed
-    ("fp32", "9-1-5"): [dict(th=32, rw=64, r=16, nt=256), dict(th=64, rw=64, r=8, nt=128)],
-    ("fp16", "9-1-5"): [dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4), dict(th=32, rw=64, r=8, nt=256, mb1=2, mb2=2)],
-    ("fp16-fast", "9-1-5"): [dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4)],
-    ("fp16-fast", "9-5-5"): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=2)],
+    ("fp32", "9-1-5"): [dict(th=64, rw=64, r=16, nt=512, p=2), dict(th=32, rw=64, r=4, nt=128, p=2)],
+    ("fp16", "9-1-5"): [dict(th=32, rw=48, r=4, nt=128, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4)],
+    ("fp16-fast", "9-1-5"): [dict(th=32, rw=48, r=4, nt=128, mb1=2, mb2=2), dict(th=64, rw=64, r=4, nt=128, mb1=2, mb2=2),
+                             dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4)],
+    ("fp16-fast", "9-5-5"): [dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2)],
 }
+
+
+def parse_params(text: str) -> dict:
+    """'th=32,rw=48' -> {'th': 32, 'rw': 48}"""
+    return {k: int(v) for k, v in (item.split("=") for item in text.split(",") if item)}
 
 
 def image_like(shape: tuple[int, int], seed: int) -> np.ndarray:
@@ -125,6 +131,7 @@ def torch_rows(model: SRCNNModel, y_dev, reps: int) -> list[dict]:
     """PyTorch + cuDNN on the bicubic plane ``y_dev`` (cupy float32 (H, W)), network only."""
     import torch
     import torch.nn as nn
+    import torch.nn.functional as F
 
     a = model.arrays(np.float32)
     f2 = model.f2
@@ -143,41 +150,53 @@ def torch_rows(model: SRCNNModel, y_dev, reps: int) -> list[dict]:
     x32 = torch.as_tensor(y_dev, device="cuda")[None, None].contiguous()
     H, W = x32.shape[-2:]
     flops = 2.0 * model.macs_per_pixel * H * W
+    halo = model.halo
     rows = []
-    for mode in ("fp32", "tf32"):
-        torch.backends.cudnn.allow_tf32 = mode == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
-        m = net()
+
+    def add(label: str, fmt: str, peak: str, fn, out_fn) -> None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
-        with torch.no_grad():
-            out = m(x32)
-            ms = time_torch(lambda: m(x32), reps)
-        rows.append({"impl": f"PyTorch cuDNN {mode}", "config": "NCHW", "ms": ms, "flops": flops,
-                     "mem_bytes": int(torch.cuda.max_memory_allocated() - base), "tensor": mode == "tf32",
-                     "torch_out": out[0, 0].float()})
-        del m
-    torch.backends.cudnn.allow_tf32 = True
-    m = net().half().to(memory_format=torch.channels_last)
-    x16 = x32.half().to(memory_format=torch.channels_last)
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
+        ms = time_torch(fn, reps)
+        rows.append({"impl": label, "config": fmt, "ms": ms, "flops": flops, "peak": peak,
+                     "mem_bytes": int(torch.cuda.max_memory_allocated() - base), "tensor": peak != "fp32",
+                     "torch_out": out_fn()})
+
     with torch.no_grad():
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                m(x16)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            y16 = m(x16)
-        ms = time_torch(g.replay, reps)
-    rows.append({"impl": "PyTorch cuDNN fp16 channels_last + CUDA graph", "config": "NHWC", "ms": ms, "flops": flops,
-                 "mem_bytes": int(torch.cuda.max_memory_allocated() - base), "tensor": True,
-                 "torch_out": y16[0, 0].float()})
+        for mode in ("fp32", "tf32"):
+            torch.backends.cudnn.allow_tf32 = mode == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
+            m = net()
+            add(f"PyTorch cuDNN {mode}", "NCHW, replicate per layer", mode, lambda: m(x32), lambda: m(x32)[0, 0].float())
+            del m
+        torch.backends.cudnn.allow_tf32 = True
+        for exact in (True, False):
+            m = net().half().to(memory_format=torch.channels_last)
+            if not exact:  # pad the input once by the network's halo, valid convolutions: borders differ
+                for layer in (m[0], m[2], m[4]):
+                    layer.padding, layer.padding_mode = (0, 0), "zeros"
+                x16 = F.pad(x32, (halo,) * 4, mode="replicate").half().to(memory_format=torch.channels_last)
+            else:
+                x16 = x32.half().to(memory_format=torch.channels_last)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                for _ in range(3):
+                    m(x16)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y16 = m(x16)
+            label = "PyTorch cuDNN fp16 channels_last + CUDA graph" + ("" if exact else " (pad once, valid convs)")
+            add(label, "NHWC, " + ("replicate per layer" if exact else "borders differ"), "fp16", g.replay,
+                lambda: y16[0, 0].float())
+            del m, g
+        m = net()
+        for layer in (m[0], m[2], m[4]):
+            layer.padding, layer.padding_mode = (0, 0), "zeros"
+        xp = F.pad(x32, (halo,) * 4, mode="replicate")
+        add("PyTorch cuDNN tf32 (pad once, valid convs)", "NCHW, borders differ", "tf32", lambda: m(xp),
+            lambda: m(xp)[0, 0].float())
     return rows
 
 
@@ -190,7 +209,7 @@ def main() -> int:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles of SWEEP")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
-    ap.add_argument("--only", help="PRECISION:ARCH: run just that fused kernel --reps times (for ncu)")
+    ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     import cupy as cp
@@ -207,8 +226,10 @@ def main() -> int:
             return random_model(arch, seed=0, scale=args.scale)
 
     if args.only:
-        precision, arch = args.only.split(":")
-        net = fused.FusedSRCNN(model_for(arch), precision)
+        precision, arch, *rest = args.only.split(":")
+        model = model_for(arch)
+        net = fused.FusedSRCNN(model, precision, config=fused.config_for(precision, model.f2,
+                                                                          **parse_params(rest[0] if rest else "")))
         out = cp.empty(out_shape, np.uint8)
         for _ in range(args.reps):
             net.run(lr_dev, out_shape, 255, out=out)
@@ -281,7 +302,9 @@ def main() -> int:
         print("|---|---|---|---|---|---|---|---|")
         for r in rows:
             tfl = r["flops"] / (r["ms"] * 1e-3) / 1e12
-            peak = (tpeak if r["tensor"] else info["fp32_peak_tflops"]) or float("nan")
+            kind = r.get("peak", "fp16" if r["tensor"] else "fp32")
+            peak = {"fp32": info["fp32_peak_tflops"], "tf32": (tpeak or float("nan")) / 2,
+                    "fp16": tpeak or float("nan")}[kind]
             r["tflops"], r["peak_fraction"] = tfl, tfl / peak
             ratio = f"{best['ms'] / r['ms']:.1f}x" if best else "-"
             eq = f"{r['equal_to_fp32']:.4%} (max {r['max_level_diff']})" if "equal_to_fp32" in r else "-"
@@ -289,6 +312,9 @@ def main() -> int:
                   f"{ratio} | {r['mem_bytes'] / 2**20:.0f} | {eq} |")
         for r in rows:
             r.pop("out", None)
+        if best:
+            print(f"cuDNN best: {best['impl']} {best['ms']:.3f} ms; exact border, fastest: "
+                  f"{min((r for r in cudnn if 'differ' not in r['config']), key=lambda r: r['ms'])['ms']:.3f} ms")
         results["archs"][arch] = rows
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=float))

@@ -53,10 +53,11 @@ class FusedConfig:
     nt: int
     mb1: int = 2
     mb2: int = 4
+    p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
-            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}>"
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
                 f"{self.nt}, {self.mb1}, {self.mb2}>")
 
@@ -69,12 +70,13 @@ class FusedConfig:
 
     @property
     def params(self) -> tuple[tuple[str, Any], ...]:
-        return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2))
+        return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
+                ("p", self.p))
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
-        return s + (f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else "")
+        return s + (f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}")
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
@@ -325,8 +327,9 @@ class FusedSRCNN:
         if plane.ndim != 2 or np.dtype(plane.dtype) not in IN_CODES:
             raise EngineError(f"{self.name}: input must be a 2-D uint8/uint16/float32 plane, got "
                               f"{plane.dtype} {plane.shape}")
-        if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize:
-            raise EngineError(f"{self.name}: input rows must be contiguous")
+        if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
+            with self.device:
+                plane = cp.ascontiguousarray(plane)  # the kernel reads rows with a pitch
         H, W = (int(out_shape[0]), int(out_shape[1]))
         if H < 1 or W < 1 or plane.shape[0] < 1 or plane.shape[1] < 1:
             raise EngineError(f"{self.name}: empty plane {plane.shape} -> {out_shape}")

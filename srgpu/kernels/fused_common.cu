@@ -86,8 +86,11 @@ __device__ void fused_bicubic(const FusedArgs& a, int vy0, int ny, int vx0, int 
     const int nf = a.nfirst;
     if (a.rows_first) {
         const int ncols = min(nf, a.w - first0);
+        // e = r * nf + j walks by blockDim.x without a division per element
+        const int dr = blockDim.x / nf, dj = blockDim.x - dr * nf;
+        int r = threadIdx.x / nf, j = threadIdx.x - r * nf;
+#pragma unroll 4
         for (int e = threadIdx.x; e < ny * nf; e += blockDim.x) {
-            const int r = e / nf, j = e - r * nf;
             float acc = 0.0f;
             if (j < ncols) {
                 const int yy = clampi(vy0 + r, 0, a.H - 1);
@@ -97,6 +100,9 @@ __device__ void fused_bicubic(const FusedArgs& a, int vy0, int ny, int vx0, int 
                     acc = fmaf(__ldg(wr + t), fused_load_in(a, (long long)__ldg(ir + t) * a.in_pitch + first0 + j), acc);
             }
             tmp[e] = acc;
+            r += dr;
+            j += dj;
+            if (j >= nf) { j -= nf; ++r; }
         }
         __syncthreads();
         for (int e = threadIdx.x; e < ny * nx; e += blockDim.x) {
@@ -111,6 +117,7 @@ __device__ void fused_bicubic(const FusedArgs& a, int vy0, int ny, int vx0, int 
         }
     } else {
         const int nrows = min(nf, a.h - first0);
+#pragma unroll 4
         for (int e = threadIdx.x; e < nf * nx; e += blockDim.x) {
             const int j = e / nx, c = e - j * nx;
             float acc = 0.0f;
@@ -175,9 +182,11 @@ __device__ void fixup_planar(float* buf, int nplanes, int pstride, int C, int ro
 template <int CZ, int RW>
 __device__ void fused_conv3_rows(const FusedArgs& a, const float* Z, int pz, float b3, int i0, int i1, int ncols,
                                  int oy0, int ox0) {
-    const int n = (i1 - i0) * ncols;
+    constexpr int TW = RW - 4;  // e / TW: a multiply-shift, not a division
+    const int n = (i1 - i0) * TW;
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
-        const int i = i0 + e / ncols, j = e % ncols;
+        const int i = i0 + e / TW, j = e % TW;
+        if (j >= ncols) continue;
         float acc = b3;
 #pragma unroll
         for (int dy = 0; dy < 5; ++dy) {

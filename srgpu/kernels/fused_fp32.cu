@@ -9,8 +9,9 @@
 // of it (4 positions x 8 output channels per thread, weights from L1 via __ldg); a Z pass follows.
 #include "fused_common.cu"
 
-template <int F2, int TH, int RW, int R, int NT>
+template <int F2, int TH, int RW, int R, int NT, int P>
 struct FfmaCfg {
+    static constexpr int P_ = P;  // positions per thread in the f2 == 1 chain (2 or 4)
     static constexpr int H2 = F2 / 2;
     static constexpr int HAL = 6 + H2;  // bicubic window margin around the output tile
     static constexpr int TW = RW - 4;   // output tile width; Z region = tile +- 2
@@ -38,13 +39,34 @@ struct FfmaCfg {
     static constexpr int TOTAL = O_Z + 25 * PZ;
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4 (border fix-ups read within the ring)");
+    static_assert(P == 4 || (P == 2 && F2 == 1), "P is 4, or 2 for the f2 == 1 chain");
 };
 
 // ---------------------------------------------------------------- F2 == 1: chained in registers
 
+// Y0 row segment [x0, x0 + P + 8) into registers (x0 is a multiple of P: aligned vector loads).
+template <int P>
+__device__ __forceinline__ void ffma_load_row(const float* src, float (&y)[P + 8]) {
+    if constexpr (P == 4) {
+        const float4* v = reinterpret_cast<const float4*>(src);
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            const float4 q = v[i];
+            y[4 * i] = q.x; y[4 * i + 1] = q.y; y[4 * i + 2] = q.z; y[4 * i + 3] = q.w;
+        }
+    } else {
+        const float2* v = reinterpret_cast<const float2*>(src);
+#pragma unroll
+        for (int i = 0; i < 5; ++i) {
+            const float2 q = v[i];
+            y[2 * i] = q.x; y[2 * i + 1] = q.y;
+        }
+    }
+}
+
 template <class C, int NT>
 __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
-    constexpr int GPR = C::RW_ / 4;
+    constexpr int P = C::P_, GPR = C::RW_ / P;
     const float* W1s = sm + C::O_W1;
     const float* b1s = sm + C::O_B1;
     const float* b2s = sm + C::O_B2;
@@ -53,29 +75,28 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
     const float* Y0 = sm + C::O_Y0;
     const int n = (z1 - z0) * GPR;
     for (int g = threadIdx.x; g < n; g += NT) {
-        const int rr = z0 + g / GPR, x0 = (g % GPR) * 4;
+        const int rr = z0 + g / GPR, x0 = (g % GPR) * P;
         const float* yb = Y0 + rr * C::Y0W + x0;
-        float acc2[4][32];
+        float acc2[P][32];
 #pragma unroll
         for (int o = 0; o < 32; ++o) {
             const float b = b2s[o];
 #pragma unroll
-            for (int p = 0; p < 4; ++p) acc2[p][o] = b;
+            for (int p = 0; p < P; ++p) acc2[p][o] = b;
         }
 #pragma unroll 1
         for (int cc = 0; cc < 64; cc += 8) {
-            float acc1[4][8];
+            float acc1[P][8];
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 const float b = b1s[cc + c];
 #pragma unroll
-                for (int p = 0; p < 4; ++p) acc1[p][c] = b;
+                for (int p = 0; p < P; ++p) acc1[p][c] = b;
             }
 #pragma unroll 1
             for (int dy = 0; dy < 9; ++dy) {
-                const float4* yr = reinterpret_cast<const float4*>(yb + dy * C::Y0W);
-                const float4 q0 = yr[0], q1 = yr[1], q2 = yr[2];
-                const float y[12] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w};
+                float y[P + 8];
+                ffma_load_row<P>(yb + dy * C::Y0W, y);
                 const float* wr = W1s + dy * 9 * 64 + cc;
 #pragma unroll
                 for (int dx = 0; dx < 9; ++dx) {
@@ -83,22 +104,22 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
                     const float4 wb = *reinterpret_cast<const float4*>(wr + dx * 64 + 4);
                     const float w[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
 #pragma unroll
-                    for (int p = 0; p < 4; ++p)
+                    for (int p = 0; p < P; ++p)
 #pragma unroll
                         for (int c = 0; c < 8; ++c) acc1[p][c] = fmaf(w[c], y[p + dx], acc1[p][c]);
                 }
             }
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                float a1[4];
+                float a1[P];
 #pragma unroll
-                for (int p = 0; p < 4; ++p) a1[p] = fmaxf(acc1[p][c], 0.0f);
+                for (int p = 0; p < P; ++p) a1[p] = fmaxf(acc1[p][c], 0.0f);
                 const float* w2 = W2s + (cc + c) * 32;
 #pragma unroll
                 for (int oq = 0; oq < 8; ++oq) {
                     const float4 w = *reinterpret_cast<const float4*>(w2 + oq * 4);
 #pragma unroll
-                    for (int p = 0; p < 4; ++p) {
+                    for (int p = 0; p < P; ++p) {
                         acc2[p][oq * 4 + 0] = fmaf(w.x, a1[p], acc2[p][oq * 4 + 0]);
                         acc2[p][oq * 4 + 1] = fmaf(w.y, a1[p], acc2[p][oq * 4 + 1]);
                         acc2[p][oq * 4 + 2] = fmaf(w.z, a1[p], acc2[p][oq * 4 + 2]);
@@ -108,26 +129,31 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
             }
         }
 #pragma unroll
-        for (int p = 0; p < 4; ++p)
+        for (int p = 0; p < P; ++p)
 #pragma unroll
             for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
         float* zb = Z + (rr % C::CZ) * C::RW_ + x0;
 #pragma unroll 1
         for (int d = 0; d < 25; ++d) {
-            float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float z[P];
+#pragma unroll
+            for (int p = 0; p < P; ++p) z[p] = 0.0f;
             const float* w3 = W3s + d * 32;
 #pragma unroll
             for (int cq = 0; cq < 8; ++cq) {
                 const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
 #pragma unroll
-                for (int p = 0; p < 4; ++p) {
+                for (int p = 0; p < P; ++p) {
                     z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
                     z[p] = fmaf(w.y, acc2[p][cq * 4 + 1], z[p]);
                     z[p] = fmaf(w.z, acc2[p][cq * 4 + 2], z[p]);
                     z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
                 }
             }
-            *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
+            if constexpr (P == 4)
+                *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
+            else
+                *reinterpret_cast<float2*>(zb + d * C::PZ) = make_float2(z[0], z[1]);
         }
     }
 }
@@ -260,10 +286,10 @@ __device__ void ffma_z_from_a2(const float* sm, const float* A2, float* Z, int z
 
 // ---------------------------------------------------------------- the kernel
 
-template <int F2, int TH, int RW, int R, int NT>
+template <int F2, int TH, int RW, int R, int NT, int P>
 __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* __restrict__ weights) {
     FUSED_ARGS_INIT
-    typedef FfmaCfg<F2, TH, RW, R, NT> C;
+    typedef FfmaCfg<F2, TH, RW, R, NT, P> C;
     extern __shared__ __align__(16) float sm[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -320,9 +346,9 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
 
 // Layout constants for the host: {shared bytes, tile rows, tile cols, Y0 rows, Y0 cols, first-pass
 // buffer capacity in floats, threads}.
-template <int F2, int TH, int RW, int R, int NT>
+template <int F2, int TH, int RW, int R, int NT, int P>
 __global__ void fused_fp32_layout(int* out) {
-    typedef FfmaCfg<F2, TH, RW, R, NT> C;
+    typedef FfmaCfg<F2, TH, RW, R, NT, P> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::O_Y0; out[8] = C::O_W2;
 }
