@@ -31,15 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from srgpu.kernels import fused  # noqa: E402
 from srgpu.model import SRCNNModel, random_model, resolve_model  # noqa: E402
 
-SWEEP = {  # extra tiles tried with --sweep (FusedConfig params); the defaults are always timed
-    ("fp32", "9-1-5"): [dict(th=64, rw=64, r=16, nt=512, p=2), dict(th=32, rw=64, r=4, nt=128, p=2)],
-    ("fp16", "9-1-5"): [dict(th=32, rw=48, r=4, nt=128, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4)],
-    ("fp16-fast", "9-1-5"): [dict(th=32, rw=48, r=4, nt=128, mb1=2, mb2=2), dict(th=64, rw=64, r=4, nt=128, mb1=2, mb2=2),
-                             dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4)],
-    ("fp16-fast", "9-5-5"): [dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2)],
-}
-
-
 def parse_params(text: str) -> dict:
     """'th=32,rw=48' -> {'th': 32, 'rw': 48}"""
     return {k: int(v) for k, v in (item.split("=") for item in text.split(",") if item)}
@@ -207,7 +198,7 @@ def main() -> int:
     ap.add_argument("--lr", default="1920x1080", help="LR frame WxH")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-torch", action="store_true")
-    ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles of SWEEP")
+    ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles (fused.CANDIDATES)")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
     ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
@@ -258,7 +249,8 @@ def main() -> int:
                 rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps))
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
-            for params in (SWEEP.get((p, arch), []) if args.sweep else []):
+            for cfg in (fused.candidate_configs(p, model.f2)[1:] if args.sweep else []):
+                params = dict(cfg.params)
                 try:
                     rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps, params))
                 except Exception as e:

@@ -270,6 +270,31 @@ def test_tuner_hook_through_engine(cp) -> None:
         engine.close()
 
 
+@pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.PRECISIONS for a in ("9-1-5", "9-5-5")])
+def test_candidate_tiles(cp, precision: str, arch: str) -> None:
+    """Every tile the tuner may pick, on a frame of several tiles with all four borders."""
+    from srgpu.kernels.build import device_limits
+
+    model = MODELS[arch]
+    rng = np.random.default_rng(47)
+    plane = random_plane((77, 101), np.uint8, rng)
+    out_shape = (154, 202)
+    raw_ref = fused.reference(plane, out_shape, 255, model, raw=True)
+    q_ref = fused.reference(plane, out_shape, 255, model)
+    limit = device_limits(0).max_shared_per_block_optin
+    for cfg in fused.candidate_configs(precision, model.f2):
+        if fused.shared_bytes(cfg, model.f2) > limit:
+            continue
+        net = fused.FusedSRCNN(model, precision, config=cfg)
+        raw = _raw(cp, net, plane, out_shape)
+        err = float(np.max(np.abs(raw - raw_ref)))
+        frac, worst = fused.agreement(net.run(cp.asarray(plane), out_shape, 255).get(), q_ref)
+        print(f"{net.name}: raw err {err:.3g}, 8-bit {frac:.4%} equal, max {worst}")
+        assert not np.isnan(raw).any()
+        assert err <= {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
+        assert worst <= 1 and (frac >= fused.ACCURACY_BAR or precision == "fp16-fast")
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_self_check(precision: str) -> None:
     result = fused.self_check(precision=precision)

@@ -80,26 +80,40 @@ class FusedConfig:
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
+    """The default tile of ``precision`` for an f2 x f2 middle layer, with ``params`` overriding it."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
     kernel, split = ("fp32", False) if precision == "fp32" else ("tc", precision == "fp16")
-    base = dict(DEFAULTS[(precision, 1 if f2 == 1 else 3 if f2 == 3 else 5)])
+    base = dict(CANDIDATES[(precision, _f2_key(f2))][0])
     base.update(params)
     return FusedConfig(kernel, split, **base)
 
 
-# Default tiles (measured on an H100; see BENCHMARKS.md "Fused kernels"). Shared memory decides most
-# of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the A1 ring and conv2's weights.
-DEFAULTS: dict[tuple[str, int], dict[str, int]] = {
-    ("fp32", 1): dict(th=64, rw=64, r=16, nt=256),
-    ("fp32", 3): dict(th=32, rw=32, r=8, nt=256),
-    ("fp32", 5): dict(th=32, rw=32, r=8, nt=256),
-    ("fp16", 1): dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2),
-    ("fp16", 3): dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2),
-    ("fp16", 5): dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2),  # does not fit: reported as unavailable
-    ("fp16-fast", 1): dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2),
-    ("fp16-fast", 3): dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4),
-    ("fp16-fast", 5): dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4),
+def candidate_configs(precision: str, f2: int) -> list[FusedConfig]:
+    """Every tile worth timing for ``precision`` and f2, the default first."""
+    return [config_for(precision, f2, **c) for c in CANDIDATES[(precision, _f2_key(f2))]]
+
+
+def _f2_key(f2: int) -> int:
+    return 1 if f2 == 1 else 3 if f2 == 3 else 5
+
+
+# Tiles per (precision, f2), fastest first as measured on an H200 (BENCHMARKS.md "Fused kernels").
+# Shared memory decides most of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the
+# A1 ring and conv2's weights; one block per SM for the defaults.
+CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
+    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4)],
+    ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
+    ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
+    ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2), dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1)],
+    ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
+    ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
+    ("fp16-fast", 1): [dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4), dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
+                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2)],
+    ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
+    ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1),
+                       dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2)],
 }
 
 
@@ -442,8 +456,9 @@ def fused_candidates(model: SRCNNModel, scale: int, lr_shape: Sequence[int], hr_
     out = []
     for p in wanted:
         if available(model, p, limits) is None:
-            cfg = config_for(p, model.f2)
-            out.append(FusedChoice(BACKEND, f"fused-{cfg.kernel}", cfg.params, p))
+            for cfg in candidate_configs(p, model.f2):
+                if limits is None or shared_bytes(cfg, model.f2) <= limits.max_shared_per_block_optin:
+                    out.append(FusedChoice(BACKEND, f"fused-{cfg.kernel}", cfg.params, p))
     if not out:
         raise EngineError(f"no fused kernel for {model.arch} at precision {precision}: "
                           f"{available(model, wanted[0], limits)}")

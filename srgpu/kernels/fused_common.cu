@@ -187,13 +187,14 @@ __device__ void fused_conv3_rows(const FusedArgs& a, const float* Z, int pz, flo
     for (int e = threadIdx.x; e < n; e += blockDim.x) {
         const int i = i0 + e / TW, j = e % TW;
         if (j >= ncols) continue;
-        float acc = b3;
+        float part[5];  // one partial sum per tap row: five short dependency chains instead of one long one
 #pragma unroll
         for (int dy = 0; dy < 5; ++dy) {
-            const float* zr = Z + ((i + dy) % CZ) * RW + j;
+            const float* zr = Z + ((i + dy) % CZ) * RW + j + dy * 5 * pz;
+            part[dy] = zr[0];
 #pragma unroll
-            for (int dx = 0; dx < 5; ++dx) acc += zr[(dy * 5 + dx) * pz + dx];
+            for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * pz + dx];
         }
-        fused_store(a, oy0 + i, ox0 + j, acc);
+        fused_store(a, oy0 + i, ox0 + j, b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]));
     }
 }
