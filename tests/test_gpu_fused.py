@@ -165,7 +165,9 @@ def test_fp16_accuracy_random(cp, arch: str) -> None:
             frac, worst = fused.agreement(got, fused.reference(plane, out_shape, max_value(dtype), model))
             print(f"fp16 {arch} {np.dtype(dtype).name} {lr_shape}->{out_shape}: raw err {err:.3g}, {frac:.4%} equal, max {worst}")
             assert err <= 2e-5 and worst <= 1
-            assert frac >= fused.ACCURACY_BAR or out_shape[0] * out_shape[1] < 1000  # tiny: one sample > 0.1 %
+            # the bar is for 8-bit output; 10-bit levels are 4x finer, so 4x the off-by-one share
+            bar = fused.ACCURACY_BAR if dtype == np.uint8 else 1 - 4 * (1 - fused.ACCURACY_BAR)
+            assert frac >= bar or out_shape[0] * out_shape[1] < 1000  # tiny planes: one sample is > 0.1 %
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:
