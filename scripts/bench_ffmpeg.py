@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=2)
     ap.add_argument("--model", default="9-1-5")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--precision", default="auto", choices=["fp32", "fp16", "auto"])
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -73,7 +74,7 @@ def main() -> None:
         frames = count_frames(src)
         W, H = v.width * args.scale, v.height * args.scale  # type: ignore[operator]
         model = resolve_model(args.model, args.scale)
-        engine = create_engine(args.device, model, args.scale)
+        engine = create_engine(args.device, model, args.scale, precision=args.precision)
         rows = []
         for preset in args.presets:
             plain = ffmpeg("-i", str(src), "-vf", f"scale={W}:{H}:flags=bicubic", "-c:v", "libx264", "-preset", preset,

@@ -65,11 +65,23 @@ def _info(message: str, quiet: bool) -> None:
         tqdm.write(f"srgpu: {message}", file=sys.stderr)
 
 
-def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool) -> Engine:
+PRECISION_HELP = ("GPU arithmetic: fp32, fp16 (tensor cores where they meet the accuracy bar: 8-bit output "
+                  "within one level of fp32), or auto (the fastest plan that meets it). The CPU is always fp32.")
+
+
+def _check_precision(precision: str) -> str:
+    from .tune import PRECISIONS
+
+    if precision not in PRECISIONS:
+        raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
+    return precision
+
+
+def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precision: str = "auto") -> Engine:
     """create_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        engine = create_engine(device, model, scale)
+        engine = create_engine(device, model, scale, precision=_check_precision(precision))
     why = "; ".join(str(w.message).replace("GPU not used, running on the CPU: ", "GPU not used: ")
                     for w in caught if issubclass(w.category, RuntimeWarning))
     _info(f"device: {_describe_engine(engine)}{f' ({why})' if why else ''}; model: {model.describe()}", quiet)
@@ -152,6 +164,7 @@ def upscale(
     scale: int = typer.Option(2, "--scale", "-s", metavar="2|3|4", help="Upscale factor: 2, 3 or 4."),
     model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="9-1-5|9-5-5|FILE", help="9-1-5, 9-5-5, or an .npz/.mat file."),
     device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
+    precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace outputs that exist."),
     format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp", help="Image output format: png, jpg or webp "
                                          "(default: keep each image's format)."),
@@ -168,7 +181,7 @@ def upscale(
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg))
-        with _make_engine(device, srcnn, scale, quiet) as engine:
+        with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:
                 result = run_batch(plan, engine, scale, video, on_start=progress.start,
@@ -349,6 +362,7 @@ def tune_command(
     scale: int = typer.Option(2, "--scale", help="Upscale factor."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="9-1-5, 9-5-5, or an .npz/.mat file."),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to tune for."),
+    precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
 ) -> None:
     """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
@@ -358,7 +372,8 @@ def tune_command(
     with _reported():
         index = _cuda_index(device)
         srcnn = resolve_model(model, scale)
-        result = tuning.tune(srcnn, scale, lr_shape, index, log=None if quiet else lambda s: _info(s, False))
+        result = tuning.tune(srcnn, scale, lr_shape, index, precision=_check_precision(precision),
+                             log=None if quiet else lambda s: _info(s, False))
         print(f"plan for {size} x{scale} on {result.key.gpu}: {result.plan.kind}: {result.plan.describe()}")
         if result.cache_path:
             print(f"cached in {result.cache_path}")
@@ -378,6 +393,8 @@ def bench_command(
                                              "when not built in) or an .npz/.mat file."),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure (pipeline "
                                                                              "bench: also cpu or auto)."),
+    precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto",
+                                  help="Pipeline bench: " + PRECISION_HELP),
     codec: str = typer.Option("libx264", "--codec", help="Pipeline bench: video encoder."),
     crf: Optional[int] = typer.Option(None, "--crf", help="Pipeline bench: encoder CRF."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
@@ -391,7 +408,7 @@ def bench_command(
     lr_shape = _frame_size(size)
     log = None if quiet or json_out else (lambda s: _info(s, False))
     if video is not None or pipeline:
-        _bench_pipeline(video, frames, lr_shape, scale, model, device, codec, crf, preset, json_out, log)
+        _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, json_out, log)
         return
     from . import bench as benchmark
 
@@ -405,7 +422,7 @@ def bench_command(
 
 
 def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int], scale: int, model: Optional[str],
-                    device: str, codec: str, crf: Optional[int], preset: Optional[str], json_out: bool,
+                    device: str, precision: str, codec: str, crf: Optional[int], preset: Optional[str], json_out: bool,
                     log: Optional[Callable[[str], None]]) -> None:
     import tempfile
 
@@ -414,7 +431,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
 
     with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
         srcnn = resolve_model(model, scale)
-        engine = create_engine(device, srcnn, scale)
+        engine = create_engine(device, srcnn, scale, precision=_check_precision(precision))
         if video is None:
             if log:
                 log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")

@@ -271,3 +271,17 @@ def test_demo_without_default_model_fails_clearly(tmp_path, monkeypatch):
     else:
         one_error_line(r, "no built-in 9-1-5 model for x2")
     assert not (tmp_path / "demo").exists()
+
+
+def test_unknown_precision_is_one_error_line_and_writes_nothing(image, tmp_path, random_npz):
+    out = tmp_path / "p.png"
+    r = srgpu("upscale", image, "-o", out, "--model", random_npz, "--device", "cpu", "--precision", "fp8")
+    one_error_line(r, "unknown precision 'fp8'")
+    assert not out.exists()
+
+
+def test_precision_fp16_on_the_cpu_is_still_the_exact_engine(image, tmp_path, random_npz):
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    assert srgpu("upscale", image, "-o", a, "--model", random_npz, "--device", "cpu", "--precision", "fp16").exit_code == 0
+    assert srgpu("upscale", image, "-o", b, "--model", random_npz, "--device", "cpu", "--precision", "fp32").exit_code == 0
+    np.testing.assert_array_equal(read_image(a), read_image(b))
