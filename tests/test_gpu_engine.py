@@ -251,7 +251,8 @@ def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     from srgpu.model import save_npz
 
     save_npz(random_model("9-5-5", seed=2, scale=2), tmp_path / "m955.npz")
-    result = runner.invoke(app, ["tune", "--size", "40x30", "--model", str(tmp_path / "m955.npz"), "--quiet"])
+    result = runner.invoke(app, ["tune", "--size", "40x30", "--model", str(tmp_path / "m955.npz"), "--quiet",
+                                 "--precision", "fp32"])  # tune's default is auto, as upscale's
     assert result.exit_code == 0, result.output
     assert "plan for 40x30 x2" in result.output and "cached in" in result.output
     result = runner.invoke(app, ["info"])
