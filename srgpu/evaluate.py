@@ -62,6 +62,15 @@ def evaluate_y(hr_y: np.ndarray, model: SRCNNModel, scale: int,
     return Scores(psnr(gt_s, bic_q), ssim(gt_s, bic_q)), Scores(psnr(gt_s, sr_q), ssim(gt_s, sr_q))
 
 
+SSIM_WINDOW = 11  # metrics.ssim's Gaussian window: the shaved image must hold one whole window
+
+
+def smallest_side(scale: int) -> int:
+    """The smallest height/width the protocol can score at ``scale``: after the crop to a
+    multiple of ``scale`` and the shave of ``scale`` pixels per border, one SSIM window."""
+    return -(-(SSIM_WINDOW + 2 * scale) // scale) * scale
+
+
 def image_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
 
@@ -73,6 +82,10 @@ def evaluate_folder(folder: Path, model: SRCNNModel, scale: int,
         image = read_image(path)
         if image.dtype != np.uint8:
             raise ImageFileError(f"{path}: the protocol is defined on 8-bit images, got {image.dtype}")
+        h, w = image.shape[:2]
+        if min(h, w) < smallest_side(scale):
+            raise ImageFileError(f"{path}: {w}x{h} is too small to evaluate at x{scale} "
+                                 f"(each side needs at least {smallest_side(scale)} pixels)")
         bic, sr = evaluate_y(luma_uint8(image), model, scale, sr_fn)
         yield ImageResult(path.name, bic, sr)
 

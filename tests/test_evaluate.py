@@ -53,3 +53,19 @@ def test_sixteen_bit_image_is_refused(tmp_path, make_image):
     cv2.imwrite(str(tmp_path / "deep.png"), make_image((16, 16), np.uint16))
     with pytest.raises(ImageFileError, match="8-bit"):
         list(evaluate_folder(tmp_path, random_model("9-1-5", 0, 2), 2))
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+def test_too_small_image_is_refused_but_the_smallest_allowed_scores(tmp_path, make_image, scale):
+    import cv2
+
+    from srgpu.evaluate import smallest_side
+
+    side = smallest_side(scale)
+    model = random_model("9-1-5", 0, scale)
+    cv2.imwrite(str(tmp_path / "ok.png"), make_image((side, side), np.uint8))
+    (result,) = evaluate_folder(tmp_path, model, scale)
+    assert np.isfinite([result.bicubic.psnr, result.bicubic.ssim, result.srcnn.psnr, result.srcnn.ssim]).all()
+    cv2.imwrite(str(tmp_path / "small.png"), make_image((side - 1, 40), np.uint8))
+    with pytest.raises(ImageFileError, match="too small"):
+        list(evaluate_folder(tmp_path, model, scale))
