@@ -181,6 +181,7 @@ def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, over
     """
     input_path, output_path = Path(input_path), Path(output_path)
     _check_format(fmt)
+    fmt = fmt.lower().lstrip(".") if fmt is not None else None  # ".PNG" as "png" everywhere below
     if not input_path.exists():
         raise BatchError(f"{input_path}: no such file or directory")
     if input_path.is_dir():
@@ -276,16 +277,21 @@ def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np
     8 bits (asked for by --format); JPEG cannot store alpha, which is an error (nothing is dropped
     silently)."""
     suffix = suffix.lower()
-    if suffix in _NO_ALPHA and image.ndim == 3 and image.shape[2] == 4:
-        name = f"{src}: " if src else ""
-        raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
+    _check_alpha(image, suffix, src)
     if suffix in _EIGHT_BIT_ONLY and image.dtype == np.uint16:
         return quantize(image.astype(np.float64) / 65535.0, np.uint8)
     return image
 
 
+def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
+    if suffix.lower() in _NO_ALPHA and image.ndim == 3 and image.shape[2] == 4:
+        name = f"{src}: " if src else ""
+        raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
+
+
 def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int) -> None:
     image = read_image(src)
+    _check_alpha(image, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
     out = fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
     write_image_atomic(dst, out)
 

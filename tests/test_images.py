@@ -228,6 +228,37 @@ def test_alpha_to_jpeg_fails_for_that_file_only(tmp_path, cpu_engine, make_image
     assert files_under(tmp_path / "out") == ["plain.jpg"]
 
 
+def test_alpha_to_jpeg_fails_before_any_upscaling(tmp_path, random_npz, make_image):
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.model import load_npz
+
+    class Counting(CPUEngine):
+        frames = 0
+
+        def upscale_frame(self, planes, specs, max_value):
+            self.frames += 1
+            return super().upscale_frame(planes, specs, max_value)
+
+    engine = Counting(load_npz(random_npz), 2)
+    write_image_atomic(tmp_path / "alpha.png", make_image((4, 4, 4)))
+    result = run_batch(plan_batch(tmp_path / "alpha.png", tmp_path / "o.jpg"), engine, 2)
+    assert result.failed and "alpha" in result.failed[0].message
+    assert engine.frames == 0 and not (tmp_path / "o.jpg").exists()
+
+
+def test_format_with_a_dot_or_capitals_is_the_same_format(tmp_path, cpu_engine, make_image):
+    img = tmp_path / "a.png"
+    write_image_atomic(img, make_image((4, 4, 3)))
+    for fmt in (".png", "PNG", ".Png"):
+        plan = plan_batch(img, tmp_path / "o.png", fmt=fmt)
+        assert plan.jobs[0].dst == tmp_path / "o.png"
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "b.jpg", make_image((4, 4, 3)))
+    plan = plan_batch(src, tmp_path / "out", fmt=".WEBP")
+    assert [j.dst.name for j in plan.jobs] == ["b.webp"]
+
+
 # ---------------------------------------------------------------- bad requests
 
 
