@@ -140,7 +140,7 @@ def _decode_stage(job: Any, max_frames: int | None) -> tuple[StageResult, list[F
     finally:
         reader.kill()
     if not samples:
-        raise ValueError(f"{job.src}: no frames decoded")
+        raise VideoError(f"{job.src}: no frames decoded")  # one error line from the CLI, not a traceback
     return StageResult("decode", count, seconds), samples, (reader.time_base, samples)
 
 

@@ -316,6 +316,8 @@ def demo(
         srcnn = resolve_model(DEFAULT_ARCH, 2)  # before anything is written: a missing model fails at once
         if not folder.parent.is_dir():
             raise BatchError(f"{folder.parent}: output directory does not exist")
+        if folder.exists() and not folder.is_dir():
+            raise BatchError(f"{folder}: --dir must be a folder, and this is a file")
         folder.mkdir(exist_ok=True)
         spec = ClipSpec(seconds=seconds)
         src = render_clip(folder / "testsrc2_320x180.mp4", spec)
@@ -385,7 +387,7 @@ def bench_command(
                                            help="Measure each stage of upscaling this video (pipeline bench)."),
     pipeline: bool = typer.Option(False, "--pipeline",
                                   help="Pipeline bench on a synthetic clip of --size (no VIDEO needed)."),
-    frames: int = typer.Option(240, "--frames", help="Frames of the synthetic clip."),
+    frames: int = typer.Option(240, "--frames", min=1, help="Frames of the synthetic clip."),
     size: str = typer.Option("1920x1080", "--size", metavar="WxH", help="Input (low-resolution) frame size."),
     scale: int = typer.Option(2, "--scale", help="Upscale factor."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL",
@@ -431,13 +433,14 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
 
     with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
         srcnn = resolve_model(model, scale)
-        engine = create_engine(device, srcnn, scale, precision=_check_precision(precision))
-        if video is None:
-            if log:
-                log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")
-            video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
-        report = bench_video.bench_video(video, engine, scale, EncodeOptions(codec=codec, crf=crf, preset=preset),
-                                         log=log)
+        # _make_engine: a CPU fallback is said in one line (not a Python warning), and the engine is closed
+        with _make_engine(device, srcnn, scale, log is None, precision) as engine:
+            if video is None:
+                if log:
+                    log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")
+                video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
+            report = bench_video.bench_video(video, engine, scale,
+                                             EncodeOptions(codec=codec, crf=crf, preset=preset), log=log)
         print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
 
 

@@ -285,3 +285,30 @@ def test_precision_fp16_on_the_cpu_is_still_the_exact_engine(image, tmp_path, ra
     assert srgpu("upscale", image, "-o", a, "--model", random_npz, "--device", "cpu", "--precision", "fp16").exit_code == 0
     assert srgpu("upscale", image, "-o", b, "--model", random_npz, "--device", "cpu", "--precision", "fp32").exit_code == 0
     np.testing.assert_array_equal(read_image(a), read_image(b))
+
+
+def test_demo_dir_that_is_a_file_is_one_error_line(tmp_path, default_model_path):
+    target = tmp_path / "afile"
+    target.write_text("mine")
+    r = srgpu("demo", "--dir", target, "--device", "cpu")
+    if __import__("importlib.util").util.find_spec("srgpu.video.api") is None:
+        one_error_line(r, "video support")
+    else:
+        one_error_line(r, "must be a folder")
+    assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_pipeline_bench_needs_at_least_one_frame():
+    r = srgpu("bench", "--pipeline", "--frames", 0, "--device", "cpu")
+    assert r.exit_code == 2 and "--frames" in r.stderr and "Traceback" not in r.stderr
+
+
+@needs_video
+@pytest.mark.skipif(cuda_status().usable, reason="checks the CPU fallback of --device auto")
+def test_pipeline_bench_cpu_fallback_is_one_note_not_a_python_warning(tmp_path, default_model_path):
+    r = subprocess.run([sys.executable, "-m", "srgpu", "bench", "--pipeline", "--device", "auto", "--size", "32x18",
+                        "--frames", "2", "--model", default_model_path], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "RuntimeWarning" not in r.stderr and "create_engine(" not in r.stderr
+    assert "srgpu: device: CPU (GPU not used:" in r.stderr
+    assert "bottleneck:" in r.stdout
