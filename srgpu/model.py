@@ -163,15 +163,19 @@ def load_npz(path: str | Path) -> SRCNNModel:
         raise ModelError(f"{src}: metadata is not valid JSON ({e})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ModelError(f"{src}: not an srgpu model (format is {meta.get('format') if isinstance(meta, dict) else meta!r})")
-    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+    try:  # hand-edited or foreign metadata: one clear ModelError, not a traceback
+        version, scale = int(meta.get("format_version", 0)), meta.get("scale")
+        scale = int(scale) if scale else None
+    except (TypeError, ValueError):
+        raise ModelError(f"{src}: metadata format_version and scale must be integers") from None
+    if version > FORMAT_VERSION:
         raise ModelError(f"{src}: model format version {meta['format_version']} is newer than this srgpu supports")
     extra = sorted(set(contents) - set(ARRAY_NAMES))
     if extra:
         raise ModelError(f"{src}: unexpected array(s) {', '.join(extra)}")
     validate_arrays(contents, src)
-    scale = meta.get("scale")
     model = SRCNNModel(**{n: contents[n].astype(np.float32) for n in ARRAY_NAMES},
-                       scale=int(scale) if scale else None, name=str(meta.get("name", path.stem)),
+                       scale=scale, name=str(meta.get("name", path.stem)),
                        metadata=meta)
     if meta.get("arch") not in (None, model.arch):
         raise ModelError(f"{src}: metadata says architecture {meta['arch']} but the arrays are {model.arch}")

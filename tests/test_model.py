@@ -147,3 +147,16 @@ def test_default_model_ships_with_provenance(default_model_path):
     assert (m.arch, m.scale) == ("9-1-5", 2)
     assert m.metadata.get("provenance") or m.metadata.get("data")
     assert any(arch == "9-1-5" and s == 2 for arch, s, _ in builtin_models())
+
+
+@pytest.mark.parametrize("meta", [{"format_version": "x"}, {"scale": "two"}, {"scale": [2]}])
+def test_non_integer_version_or_scale_is_a_model_error(tmp_path, meta):
+    import json
+
+    from srgpu.model import FORMAT_NAME, ModelError, load_npz, random_model
+
+    path = tmp_path / "m.npz"
+    np.savez(path, metadata=np.array(json.dumps({"format": FORMAT_NAME, **meta})),
+             **random_model("9-1-5", 0, 2).arrays())
+    with pytest.raises(ModelError, match="must be integers"):
+        load_npz(path)
