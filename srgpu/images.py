@@ -141,6 +141,11 @@ def _output_suffix(src: Path, fmt: str | None) -> str:
     return "." + fmt.lower().lstrip(".")
 
 
+def _video_suffix(src: Path) -> str:
+    """A video keeps its container where srgpu can write it (.avi, .ts, ... become .mkv)."""
+    return _video.output_extension(src) if _video is not None else src.suffix
+
+
 def _check_format(fmt: str | None) -> None:
     if fmt is not None and fmt.lower().lstrip(".") not in OUTPUT_FORMATS:
         raise BatchError(f"unsupported --format {fmt!r}: choose one of {', '.join(OUTPUT_FORMATS)}")
@@ -194,7 +199,7 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
     if kind == "unsupported":
         raise BatchError(f"{src}: not an image or video file (unknown extension {src.suffix or '(none)'!r})")
     if out.is_dir():
-        out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else src.suffix))
+        out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else _video_suffix(src)))
     elif not out.parent.is_dir():
         raise BatchError(f"{out.parent}: output directory does not exist")
     if kind == "image":
@@ -229,6 +234,8 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         dst = out_dir / rel
         if kind == "image":
             dst = dst.with_suffix(_output_suffix(src, fmt))
+        elif kind == "video":
+            dst = dst.with_suffix(_video_suffix(src))
         problem = None
         if kind != "unsupported":
             if dst in claimed:  # e.g. a.png and a.jpg with --format webp: never let one replace the other

@@ -225,7 +225,7 @@ def load_mat(path: str | Path, scale: int | None = None) -> SRCNNModel:
     except ValueError as e:
         raise ModelError(f"{src}: unexpected array layout ({e})") from None
     if scale is None:
-        found = re.search(r"x(\d)", path.stem)
+        found = re.search(r"(?:^|[_-])x(\d+)$", path.stem)  # x3.mat, srcnn_x3.mat
         scale = int(found.group(1)) if found else None
     return SRCNNModel(
         conv1_weight=conv1, conv1_bias=np.asarray(m["biases_conv1"], np.float64).reshape(-1),

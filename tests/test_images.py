@@ -353,3 +353,21 @@ def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, c
     assert [o.job.kind for o in result.failed] == ["video"]
     assert "video support is not available" in result.failed[0].message
     assert len(result.done) == 1
+
+
+def test_folder_videos_in_containers_srgpu_cannot_write_become_mkv(tmp_path: Path, cpu_engine) -> None:
+    """A folder of .avi/.mp4 videos: the .mp4 keeps its container, the .avi (which srgpu cannot
+    write) becomes .mkv instead of failing, and both are upscaled."""
+    from test_video import make_clip, stream_lines
+
+    tree = tmp_path / "in"
+    tree.mkdir()
+    make_clip(tree / "a.avi", size="16x12", frames=3, codec="mpeg4")
+    make_clip(tree / "b.mp4", size="16x12", frames=3, codec="libx264")
+    out = tmp_path / "out"
+    plan = plan_batch(tree, out)
+    assert sorted(j.dst.name for j in plan.jobs) == ["a.mkv", "b.mp4"]
+    result = run_batch(plan, cpu_engine, 2)
+    assert result.exit_code == 0, [o.message for o in result.failed]
+    assert "32x24" in stream_lines(out / "a.mkv", "Video")[0]
+    assert "32x24" in stream_lines(out / "b.mp4", "Video")[0]

@@ -27,7 +27,7 @@ from .reader import Reader
 from .writer import EncodePlan, OutputStream, Writer
 
 __all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "is_video_file",
-           "plan_video", "upscale_video"]
+           "output_extension", "plan_video", "upscale_video"]
 
 VIDEO_EXTENSIONS = frozenset({
     ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".f4v", ".wmv", ".asf", ".mpg", ".mpeg",
@@ -45,6 +45,13 @@ _ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/
 def is_video_file(path: str | os.PathLike) -> bool:
     """True for a file name with a video extension (folders may mix videos and images)."""
     return Path(path).suffix.lower() in VIDEO_EXTENSIONS
+
+
+def output_extension(src: str | os.PathLike) -> str:
+    """The extension for a video's output when the user names only a folder: the source's own
+    where srgpu can write that container, else .mkv (Matroska holds every stream it could have)."""
+    suffix = Path(src).suffix.lower()
+    return suffix if suffix in containers.CONTAINERS and suffix != ".mka" else ".mkv"
 
 
 @dataclass(frozen=True)

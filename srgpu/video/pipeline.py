@@ -110,8 +110,11 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                 frame: Frame = item  # type: ignore[assignment]
                 if processor is None:
                     dtype = frame.planes[0].dtype
+                    # a slot is held by each frame in flight (<= 3), in the queue (depth) and in the
+                    # writer (1): fewer slots than that could block submit forever
                     processor = engine.frame_processor(FrameFormat(
-                        tuple(p.shape for p in frame.planes), dtype, tuple(specs), max_value), slots)
+                        tuple(p.shape for p in frame.planes), dtype, tuple(specs), max_value),
+                        slots if slots is not None else depth + 4)
                 while len(pending) >= processor.in_flight:
                     hand_on()
                 pending.append((frame, processor.submit(frame.planes)))
