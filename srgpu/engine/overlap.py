@@ -21,7 +21,7 @@ import numpy as np
 
 from .base import EngineError, FrameFormat, FrameProcessor
 
-DEFAULT_SLOTS = 8
+DEFAULT_SLOTS = 9
 IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
 
 

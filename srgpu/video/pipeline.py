@@ -111,10 +111,11 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                 if processor is None:
                     dtype = frame.planes[0].dtype
                     # a slot is held by each frame in flight (<= 3), in the queue (depth) and in the
-                    # writer (1): fewer slots than that could block submit forever
+                    # writer (2: the one being written, the one lent to the pipe until the next is
+                    # written): fewer slots than that could block submit forever
                     processor = engine.frame_processor(FrameFormat(
                         tuple(p.shape for p in frame.planes), dtype, tuple(specs), max_value),
-                        slots if slots is not None else depth + 4)
+                        slots if slots is not None else depth + 5)
                 while len(pending) >= processor.in_flight:
                     hand_on()
                 pending.append((frame, processor.submit(frame.planes)))
@@ -136,9 +137,7 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
             if not started_writer:
                 writer.start(reader.time_base, frame.pts)  # type: ignore[arg-type]
                 started_writer = True
-            writer.write(frame)
-            if frame.release is not None:
-                frame.release()
+            writer.write(frame)  # the writer calls frame.release once the encoder has the planes
             if progress is not None:
                 progress(1, total)
         if started_writer:

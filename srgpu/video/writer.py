@@ -17,6 +17,7 @@ import numpy as np
 from . import ffmpeg, mkv
 from .errors import VideoError
 from .formats import PixelLayout
+from .pipesink import PipeSink
 from .reader import Frame
 
 
@@ -96,6 +97,7 @@ class Writer:
         self._origin = 0  # ticks subtracted so that the pipe's timestamps are not negative
         self._lock = threading.Lock()  # start() and kill() may race when another stage fails
         self._killed = False
+        self._sink: PipeSink | None = None
 
     def start(self, time_base: Fraction, first_pts: int) -> None:
         self._ns_per_tick = time_base * 1_000_000_000
@@ -109,6 +111,7 @@ class Writer:
             self._proc = ffmpeg.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE)
             self._log = ffmpeg.StderrLog(self._proc.stderr)  # type: ignore[arg-type]
+            self._sink = PipeSink(self._proc.stdin.fileno())  # type: ignore[union-attr]
         w, h = self.plan.enc_size
         self._write(mkv.header(w, h, self.plan.layout))
 
@@ -116,14 +119,30 @@ class Writer:
         return round(ticks * self._ns_per_tick)  # type: ignore[operator]
 
     def write(self, frame: Frame) -> None:
-        planes = self._pad(frame.planes)
+        """Queue one frame for the encoder. The writer owns ``frame.release`` from here: it is
+        called once the encoder has read the planes (they are lent to the pipe, not copied)."""
+        planes = [np.ascontiguousarray(p) for p in self._pad(frame.planes)]
         payload = sum(p.nbytes for p in planes)
         before, after = mkv.frame_prefix(self._ns(frame.pts - self._origin),
                                          self._ns(frame.duration) if frame.duration else None, payload)
-        self._write(before)
-        for p in planes:
-            self._write(memoryview(np.ascontiguousarray(p)).cast("B"))
-        self._write(after)
+        # lend (no copy) only frames at least as large as the pipe: then the next frame's write
+        # proves this one was read, so at most one frame is ever held (small frames are copied)
+        lend = payload >= self._sink.capacity
+        try:
+            self._sink.write(before)
+            for p in planes:
+                if lend:
+                    self._sink.lend(p)
+                else:
+                    self._sink.write(memoryview(p).cast("B"))
+            self._sink.write(after)
+        except (BrokenPipeError, ValueError, OSError):
+            raise self._failure("the encoder stopped accepting frames") from None
+        finally:
+            if lend:
+                self._sink.hold(frame.release, planes)
+            elif frame.release is not None:
+                frame.release()
         self.frames_written += 1
 
     def _pad(self, planes: list[np.ndarray]) -> list[np.ndarray]:
@@ -136,7 +155,7 @@ class Writer:
 
     def _write(self, data: bytes | memoryview) -> None:
         try:
-            self._proc.stdin.write(data)  # type: ignore[union-attr]
+            self._sink.write(data)
         except (BrokenPipeError, ValueError, OSError):
             raise self._failure("the encoder stopped accepting frames") from None
 
@@ -148,6 +167,7 @@ class Writer:
         except (BrokenPipeError, OSError):
             pass
         rc = proc.wait()
+        self._sink.release_all()
         self._log.join()
         if rc != 0:
             raise self._failure(f"the encoder failed ({ffmpeg.describe_exit(rc)})")
@@ -169,5 +189,7 @@ class Writer:
         with self._lock:
             self._killed = True
         ffmpeg.stop_process(self._proc)
+        if self._sink is not None:
+            self._sink.release_all()  # the reader is gone: give back what was lent (GPU slots)
         if self._log is not None:
             self._log.join(1.0)
