@@ -22,7 +22,6 @@ from typing import Any, Callable
 import numpy as np
 
 from .engine.base import Engine
-from .video import ffmpeg
 from .video.api import EncodeOptions, VideoError, plan_video, upscale_video
 from .video.reader import Frame, Reader
 from .video.writer import Writer
@@ -70,23 +69,12 @@ class VideoBenchReport:
 
 
 def synthetic_source(folder: Path, size: tuple[int, int] = (1920, 1080), frames: int = 240, rate: int = 24) -> Path:
-    """A clip from ffmpeg's own test source (moving pattern + tone), x264 crf 18, for a bench
-    with no file of the user's."""
-    path = folder / f"synthetic_{size[0]}x{size[1]}_{frames}f.mp4"
-    _ffmpeg_checked([
-        "-f", "lavfi", "-i", f"testsrc2=size={size[0]}x{size[1]}:rate={rate}",
-        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
-        "-frames:v", str(frames), "-t", f"{frames / rate:.3f}", "-map", "0:v", "-map", "1:a",
-        "-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p", "-c:a", "aac",
-        "-y", str(path)], "making the synthetic clip")
-    return path
+    """A clip from ffmpeg's own test source (moving pattern + tone, x264 crf 18: the demo's
+    renderer), for a bench with no file of the user's."""
+    from .demo import ClipSpec, render_clip
 
-
-def _ffmpeg_checked(args: list[str], what: str) -> None:
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", *args], timeout=1800.0)
-    if proc.returncode != 0:
-        tail = " ".join(proc.stderr.strip().splitlines()[-2:])
-        raise VideoError(f"ffmpeg failed {what} ({ffmpeg.describe_exit(proc.returncode)}): {tail}")
+    spec = ClipSpec(width=size[0], height=size[1], fps=rate, seconds=frames / rate)
+    return render_clip(folder / f"synthetic_{size[0]}x{size[1]}_{frames}f.mp4", spec)
 
 
 def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
