@@ -4,7 +4,9 @@ resolution of ``--model`` (a built-in name, an .npz path or a .mat path)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
 import zipfile
 from dataclasses import dataclass, field
 from importlib import resources
@@ -139,10 +141,16 @@ def save_npz(model: SRCNNModel, path: str | Path) -> None:
     meta.update(format=FORMAT_NAME, format_version=FORMAT_VERSION, arch=model.arch, scale=model.scale,
                 name=model.name, n1=model.n1, n2=model.n2)
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.savez_compressed(f, metadata=np.array(json.dumps(meta, sort_keys=True)), **model.arrays(np.float32))
-    tmp.replace(path)
+    # a unique temporary name in the target folder (O_EXCL, mode 0666 under the umask), renamed when complete
+    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez_compressed(f, metadata=np.array(json.dumps(meta, sort_keys=True)), **model.arrays(np.float32))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def load_npz(path: str | Path) -> SRCNNModel:

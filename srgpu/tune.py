@@ -229,7 +229,8 @@ def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey,
             data = json.loads(path.read_text())
             k = data["key"]
             key = PlanKey(k["gpu"], k["arch"], tuple(k["lr_shape"]), tuple(k["hr_shape"]), k["precision"], k["kernels"])
-            if key.gpu != gpu or key.kernels != digest or data.get("format") != CACHE_FORMAT:
+            if (key.gpu != gpu or key.kernels != digest or data.get("format") != CACHE_FORMAT
+                    or data.get("version") != CACHE_VERSION):  # the same staleness rule as load_cached
                 continue
             found.append((key, Plan.from_dict(data["plan"], source="cache")))
         except (OSError, ValueError, KeyError, TypeError):

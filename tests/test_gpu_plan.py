@@ -350,3 +350,21 @@ def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path, 
     assert engine.plan_for((5, 5), (10, 10)).source == "cache"
     engine.autotune, engine._measured = False, None
     assert engine.plan_for((7, 7), (14, 14)).source == "default" and measured == [(20, 20)]
+
+
+def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srgpu info lists only plans the engine would load: one written by another cache version
+    is skipped, as load_cached skips it."""
+    import json
+
+    from srgpu.cli import _cached_plan_lines
+    from srgpu.kernels.launch import gpu_key
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    key = _key(gpu=gpu_key("NVIDIA H200", "9.0"), kernels=sources_digest())
+    path = save_cached(key, _tuned_plan(), ())
+    assert len(_cached_plan_lines("NVIDIA H200", "9.0")) == 1 and "plan 9-1-5" in _cached_plan_lines("NVIDIA H200", "9.0")[0]
+    data = json.loads(path.read_text())
+    data["version"] = -1
+    path.write_text(json.dumps(data))
+    assert _cached_plan_lines("NVIDIA H200", "9.0") == ["    no tuned plan cached (srgpu tune)"]

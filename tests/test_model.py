@@ -160,3 +160,28 @@ def test_non_integer_version_or_scale_is_a_model_error(tmp_path, meta):
              **random_model("9-1-5", 0, 2).arrays())
     with pytest.raises(ModelError, match="must be integers"):
         load_npz(path)
+
+
+def test_failed_save_leaves_neither_a_partial_model_nor_a_temporary_file(tmp_path, monkeypatch):
+    import numpy as np_
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np_, "savez_compressed", broken)
+    with pytest.raises(OSError, match="disk full"):
+        save_npz(random_model("9-1-5", 0, 2), tmp_path / "m.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_saved_model_is_readable_by_others_under_the_umask(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        save_npz(random_model("9-1-5", 0, 2), tmp_path / "m.npz")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.npz").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["m.npz"]
