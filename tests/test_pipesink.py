@@ -89,3 +89,20 @@ def test_video_frames_larger_than_the_pipe_are_lent_and_arrive_exactly(tmp_path,
     for g, e in zip(got, want):
         for gp, ep in zip(g, e):
             np.testing.assert_array_equal(gp, ep)
+
+
+def test_after_release_all_a_held_frame_is_given_back_at_once() -> None:
+    """A kill releases everything; a frame whose write failed afterwards must not keep its GPU
+    slot (the processing stage may be waiting for one)."""
+    r, w = os.pipe()
+    sink = PipeSink(w)
+    given = []
+    sink.lend(np.ones(1000, np.uint8))
+    sink.hold(lambda: given.append(1))
+    assert given == []  # still possibly in the pipe
+    sink.release_all()
+    assert given == [1]
+    sink.hold(lambda: given.append(2))
+    assert given == [1, 2]
+    os.close(r)
+    os.close(w)

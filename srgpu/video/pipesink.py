@@ -65,6 +65,7 @@ class PipeSink:
         self.zero_copy = zero_copy and _VMSPLICE is not None
         self._held: deque[tuple[int, Callable[[], None] | None, Any]] = deque()
         self._lock = threading.Lock()  # release_all() may come from another thread (a kill)
+        self._closed = False  # after release_all(): the reader is gone, nothing needs holding
 
     def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data).cast("B")
@@ -102,10 +103,12 @@ class PipeSink:
         """Call ``release`` and drop ``keep`` once everything written so far has been read."""
         with self._lock:
             self._held.append((self.written, release, keep))
-        self._reap()
+        self._reap(everything=self._closed)
 
     def release_all(self) -> None:
-        """The reader has exited (or been killed): nothing lent is in use any more."""
+        """The reader has exited (or been killed): nothing lent is in use any more, and whatever
+        is held later (a frame whose write failed) is released at once."""
+        self._closed = True
         self._reap(everything=True)
 
     def _reap(self, everything: bool = False) -> None:
