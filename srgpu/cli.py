@@ -175,12 +175,16 @@ def upscale(
     pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", metavar="FMT", help="Video output pixel format."),
     encoder_arg: List[str] = typer.Option([], "--encoder-arg", metavar="ARG", help="Extra ffmpeg encoder argument "
                                           "(repeatable, e.g. --encoder-arg=-tune --encoder-arg=film)."),
+    video_stream: Optional[int] = typer.Option(None, "--video-stream", metavar="N", min=0,
+                                               help="Which video stream to upscale, counting from 0 (default: the "
+                                                    "default stream, else the first); the others are copied."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
-        video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg))
+        video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg),
+                              video_stream=video_stream)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:

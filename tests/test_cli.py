@@ -312,3 +312,22 @@ def test_pipeline_bench_cpu_fallback_is_one_note_not_a_python_warning(tmp_path, 
     assert "RuntimeWarning" not in r.stderr and "create_engine(" not in r.stderr
     assert "srgpu: device: CPU (GPU not used:" in r.stderr
     assert "bottleneck:" in r.stdout
+
+
+def test_video_stream_option_picks_the_stream_to_upscale(tmp_path, random_npz):
+    """--video-stream 1 upscales the second video stream; the first is copied unchanged."""
+    from test_video import ff, stream_lines
+
+    src = tmp_path / "two.mkv"
+    ff("-f", "lavfi", "-i", "testsrc2=size=32x24:rate=10", "-f", "lavfi", "-i", "testsrc2=size=40x30:rate=10",
+       "-frames:v", "3", "-map", "0:v", "-map", "1:v", "-c:v", "ffv1", "-pix_fmt", "yuv420p", str(src))
+    out = tmp_path / "out.mkv"
+    r = srgpu("upscale", src, "-o", out, "--model", random_npz, "--device", "cpu", "--codec", "ffv1",
+              "--video-stream", "1", "--quiet")
+    assert r.exit_code == 0, r.stderr
+    sizes = [next(t for t in line.split(", ") if "x" in t and t.split("x")[0].strip().isdigit()).split()[0]
+             for line in stream_lines(out, "Video")]
+    assert sizes == ["32x24", "80x60"]
+    bad = srgpu("upscale", src, "-o", tmp_path / "bad.mkv", "--model", random_npz, "--device", "cpu",
+                "--video-stream", "2")
+    one_error_line(bad, "there is no video stream 2")
