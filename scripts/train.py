@@ -242,10 +242,13 @@ def main() -> None:
     log(f"{len(train_planes)} train planes x {len(args.hr_scales)} HR scales -> {len(xs)} patches of {size}px; "
         f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
 
+    init_meta: dict | None = None
     if args.init:
         from srgpu.model import load_npz
 
         init = load_npz(args.init)
+        # the chain of runs stays in the provenance (without the long validation history)
+        init_meta = {k: v for k, v in init.metadata.items() if k != "validation_history"}
         with torch.no_grad():
             for i, conv in enumerate((net.conv1, net.conv2, net.conv3), start=1):
                 conv.weight.copy_(torch.from_numpy(getattr(init, f"conv{i}_weight")))
@@ -281,6 +284,7 @@ def main() -> None:
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "train_seconds": round(time.time() - t_train, 1), "validation_psnr": round(best[0], 4),
             "validation_history": history, "command": " ".join(sys.argv),
+            "initialised_from": init_meta,
         }
 
     def best_model(meta: dict) -> SRCNNModel:
@@ -289,6 +293,11 @@ def main() -> None:
         return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}-x{args.scale}", meta)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.init:  # a continued run never ends worse than where it started
+        v0 = validate(net, val_pairs, args.scale, device)
+        history.append((0, round(v0, 4)))
+        best = (v0, 0, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
+        log(f"iter 0: val {v0:.3f} dB (the initial model)")
     for it in range(args.iters):
         lr = lr_at(it)
         for g in opt.param_groups:
