@@ -3,6 +3,8 @@
 #   scripts/train_all.sh OUTDIR [extra train.py args...]
 # Iterations per architecture: ITERS_915, ITERS_955 (defaults below). Data: .pack/train_y.npz
 # (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
+# ARCHS: which architectures (default "9-1-5 9-5-5").
+# ARGS_915, ARGS_955: extra train.py arguments for one architecture only (e.g. ARGS_915="--batch 256").
 # INIT_DIR: continue from srcnn_<arch>_x<s>.npz files there (e.g. weights/) instead of starting afresh.
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift
@@ -13,14 +15,15 @@ set5=${SET5:-../shared/data/eval/Set5}
 logs=${LOGDIR:-$out}
 mkdir -p "$out" "$logs"
 pids=()
-for arch in 9-1-5 9-5-5; do
-  if [ "$arch" = 9-1-5 ]; then iters=${ITERS_915:-60000}; else iters=${ITERS_955:-30000}; fi
+for arch in ${ARCHS:-9-1-5 9-5-5}; do
+  if [ "$arch" = 9-1-5 ]; then iters=${ITERS_915:-60000} extra=${ARGS_915:-}
+  else iters=${ITERS_955:-30000} extra=${ARGS_955:-}; fi
   for s in 2 3 4; do
     init=()
     [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}_x${s}.npz")
     python3 scripts/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
       --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${arch}_x${s}.npz" \
-      --log "$logs/train_${arch}_x${s}.log" "${init[@]}" "$@" > "$logs/stdout_${arch}_x${s}.txt" 2>&1 &
+      --log "$logs/train_${arch}_x${s}.log" "${init[@]}" $extra "$@" > "$logs/stdout_${arch}_x${s}.txt" 2>&1 &
     pids+=($!)
   done
 done
