@@ -26,7 +26,10 @@ from srgpu.video.api import (VIDEO_EXTENSIONS, EncodeOptions, VideoError, is_vid
                              upscale_video)
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.video.formats import LAYOUTS, choose_encoder_format, source_format
+from srgpu.video.pipeline import run_pipeline
 from srgpu.video.probe import probe
+from srgpu.video.reader import Reader
+from srgpu.video.writer import Writer
 
 FAST = EncodeOptions(preset="ultrafast")
 
@@ -286,6 +289,27 @@ def test_planes_are_exactly_the_engines(tmp_path: Path, engine2: CPUEngine, pix_
         for gp, ep in zip(g, e):
             np.testing.assert_array_equal(gp, ep)
     assert leftovers(tmp_path) == []
+
+
+def test_decoded_frame_buffers_are_recycled(tmp_path: Path, bicubic2: BicubicEngine) -> None:
+    """The reader reuses the buffers the processing stage gives back (no allocation per frame),
+    and reuse never changes a frame: every output frame is still the engine's output on its own
+    source frame (a buffer recycled too early would mix frames)."""
+    src = make_clip(tmp_path / "src.mkv", size="40x30", frames=60)
+    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    depth = 4
+    stats = run_pipeline(reader, bicubic2, job.specs, job.layout.max_value, Writer(job.plan), depth=depth)
+    os.replace(job.plan.tmp, job.dst)
+    assert stats.frames == reader.frames_read == 60
+    # a buffer is out while its frame waits in the queue, is being put in it, or is being submitted
+    assert reader.buffers_allocated <= depth + 3
+    want = expected_frames(bicubic2, src, "yuv420p", 40, 30, 2)
+    got = decode(job.dst, "yuv420p", 80, 60)
+    assert len(got) == len(want) == 60
+    for g, e in zip(got, want):
+        for gp, ep in zip(g, e):
+            np.testing.assert_array_equal(gp, ep)
 
 
 def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:

@@ -118,7 +118,11 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                         slots if slots is not None else depth + 5)
                 while len(pending) >= processor.in_flight:
                     hand_on()
-                pending.append((frame, processor.submit(frame.planes)))
+                job = processor.submit(frame.planes)
+                if frame.recycle is not None:  # submit has consumed the input planes
+                    frame.recycle()
+                    frame.recycle = None
+                pending.append((frame, job))
             while pending:
                 hand_on()
         except BaseException:

@@ -14,6 +14,7 @@ import re
 import subprocess
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +31,7 @@ _FRAME = re.compile(r"\bn:\s*(\d+)\s+pts:\s*(-?\d+|NOPTS)\b")
 _DURATION = re.compile(r"\bduration:\s*(-?\d+|NOPTS)\b")
 _SIZE = re.compile(r"\bs:(\d+)x(\d+)\b")
 _TIME_BASE = re.compile(r"config in time_base: (\d+)/(\d+)")
+_POOL_LIMIT = 16  # recycled frame buffers kept; more than the pipeline ever has in flight
 _BENIGN = "non monotonically increasing dts to muxer"
 
 
@@ -42,6 +44,8 @@ class Frame:
     duration: int | None
     planes: list[np.ndarray]
     release: Callable[[], None] | None = None  # called once the planes are written (pinned slots)
+    recycle: Callable[[], None] | None = None  # gives the decoded buffer back to the reader; call it
+    # once nothing reads the input planes any more (an engine's submit has copied or consumed them)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class Reader:
         self.frames_read = 0
         self.repaired = 0  # frames whose timestamp did not increase (broken files), moved forward
         self.last_time: float | None = None  # seconds, of the last frame read
+        self._pool: deque[bytearray] = deque()  # frame buffers given back by Frame.recycle
+        self.buffers_allocated = 0
         self._meta: queue.Queue = queue.Queue()
         self._proc: subprocess.Popen | None = None
         self._log: ffmpeg.StderrLog | None = None
@@ -131,8 +137,24 @@ class Reader:
                     except queue.Empty:
                         return None
 
-    def _read_exact(self, size: int) -> bytearray | None:
-        buf = bytearray(size)
+    def _frame_buffer(self, size: int) -> bytearray:
+        """A recycled buffer of ``size`` bytes, or a new one: the pool grows to the number of frames
+        between decoding and processing, then no frame allocates."""
+        while self._pool:
+            buf = self._pool.pop()
+            if len(buf) == size:
+                return buf
+        self.buffers_allocated += 1
+        return bytearray(size)
+
+    def _recycler(self, buf: bytearray) -> Callable[[], None]:
+        def recycle() -> None:
+            if len(self._pool) < _POOL_LIMIT:
+                self._pool.append(buf)
+        return recycle
+
+    def _read_exact(self, size: int, buf: bytearray | None = None) -> bytearray | None:
+        buf = bytearray(size) if buf is None else buf
         view = memoryview(buf)
         got = 0
         stdout = self._proc.stdout  # type: ignore[union-attr]
@@ -169,7 +191,8 @@ class Reader:
                 raise self._failure(f"the frame size changes from {first.width}x{first.height} to "
                                     f"{meta.width}x{meta.height} at frame {meta.index}; videos whose "
                                     f"resolution changes are not supported")
-            data = self._read_exact(self.layout.frame_bytes(meta.width, meta.height))
+            size = self.layout.frame_bytes(meta.width, meta.height)
+            data = self._read_exact(size, self._frame_buffer(size))
             if data is None:
                 self._check_errors()
                 raise self._failure(f"the decoder reported frame {meta.index} but did not deliver it")
@@ -185,7 +208,7 @@ class Reader:
             self.frames_read += 1
             self.last_time = float(pts * self.time_base)  # type: ignore[operator]
             prev_pts, prev_dur = pts, meta.duration
-            yield Frame(meta.index, pts, meta.duration, planes)
+            yield Frame(meta.index, pts, meta.duration, planes, recycle=self._recycler(data))
         self._finish()
 
     def _split(self, data: bytearray, width: int, height: int) -> list[np.ndarray]:
