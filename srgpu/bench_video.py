@@ -27,6 +27,7 @@ from .video.reader import Frame, Reader
 from .video.writer import Writer
 
 SAMPLE_FRAMES = 8  # decoded frames kept for the GPU stages
+ENCODE_SAMPLES = 2  # of them upscaled once and fed to the encoder alone, in turn
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,14 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         if hasattr(engine, "frame_processor") and getattr(engine, "device", None) is not None:
             say("upload / gpu / download ...")
             stages.extend(_gpu_stages(engine, job, samples))
+            upscaled = _upscale(engine, job, samples[:ENCODE_SAMPLES])
         else:
             say("cpu engine ...")
-            stages.append(_cpu_stage(engine, job, samples))
+            t0 = time.perf_counter()
+            upscaled = _upscale(engine, job, samples[:ENCODE_SAMPLES])
+            stages.append(StageResult("cpu", len(upscaled), time.perf_counter() - t0))
         say("encode ...")
-        stages.append(_encode_stage(engine, job, samples, timing))
+        stages.append(_encode_stage(job, upscaled, timing))
         say("end-to-end ...")
         t0 = time.perf_counter()
         result = upscale_video(src, out, engine, scale, options, overwrite=True)
@@ -171,22 +175,17 @@ def _gpu_stages(engine: Any, job: Any, samples: list[Frame]) -> list[StageResult
     return results
 
 
-def _cpu_stage(engine: Engine, job: Any, samples: list[Frame]) -> StageResult:
-    n = min(2, len(samples))
-    t0 = time.perf_counter()
-    for f in samples[:n]:
-        engine.upscale_frame(f.planes, job.specs, job.layout.max_value)
-    return StageResult("cpu", n, time.perf_counter() - t0)
+def _upscale(engine: Engine, job: Any, frames: list[Frame]) -> list[list[np.ndarray]]:
+    return [engine.upscale_frame(f.planes, job.specs, job.layout.max_value) for f in frames]
 
 
-def _encode_stage(engine: Engine, job: Any, samples: list[Frame], timing: tuple[Any, list[Frame]],
+def _encode_stage(job: Any, ups: list[list[np.ndarray]], timing: tuple[Any, list[Frame]],
                   frames: int | None = None) -> StageResult:
-    """The encoder alone, fed upscaled frames as fast as it takes them (the sample frames
-    upscaled once, repeated with the source's frame timing)."""
+    """The encoder alone, fed upscaled frames as fast as it takes them (``ups``, the sample
+    frames upscaled once, repeated with the source's frame timing)."""
     time_base, decoded = timing
-    ups = [engine.upscale_frame(f.planes, job.specs, job.layout.max_value) for f in samples[:2]]
     step = (decoded[1].pts - decoded[0].pts) if len(decoded) > 1 else (decoded[0].duration or 1)
-    n = frames or max(48, min(240, len(samples) * 30))
+    n = frames or max(48, min(240, len(decoded) * 30))
     writer = Writer(job.plan)
     t0 = time.perf_counter()
     try:

@@ -160,10 +160,13 @@ def test_autotune_caches_and_rebuilds_a_corrupt_cache(tmp_path: Path) -> None:
     lr = np.random.default_rng(4).integers(0, 256, (30, 26)).astype(np.uint8)
     expect = CPUEngine(model, 2).srcnn_plane(lr, (60, 52), 255)
     plans = tmp_path / "plans"
-    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+    notices: list[str] = []
+    with gpu_engine(model, 2, tmp_path, autotune=True, notify=notices.append) as engine:
         got = engine.srcnn_plane(lr, (60, 52), 255)
         plan = engine.plan_for((30, 26), (60, 52))
     assert plan.source == "tuned" and plan.ms is not None
+    # a user is told why the first frame takes long, once: when tuning starts and what it chose
+    assert len(notices) == 2 and "26x30 -> 52x60" in notices[0] and plan.describe() in notices[1]
     files = list(plans.glob("*.json"))
     assert len(files) == 1
     data = json.loads(files[0].read_text())
@@ -171,8 +174,9 @@ def test_autotune_caches_and_rebuilds_a_corrupt_cache(tmp_path: Path) -> None:
     assert len(data["timings"]) >= 30  # every variant x launch shape of the three layers
     equal, diff = _compare_8bit(got, expect)
     assert equal >= 0.999 and diff <= 1
-    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+    with gpu_engine(model, 2, tmp_path, autotune=True, notify=notices.append) as engine:
         assert engine.plan_for((30, 26), (60, 52)).source == "cache"
+    assert len(notices) == 2  # nothing measured, nothing said
     files[0].write_text(files[0].read_text()[:100])
     with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
         assert engine.plan_for((30, 26), (60, 52)).source == "tuned"

@@ -18,6 +18,7 @@ EngineError naming the kernel.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,13 +53,16 @@ class GPUEngine(Engine):
     tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
     precision: 'fp32' | 'fp16' | 'auto', passed to fused backends; layer-wise plans are fp32.
     self_check: run the starting plan on a small random frame against the CPU reference.
+    log: every candidate's timing while tuning; notify: one line when tuning starts and one when it
+        ends (what a command-line user needs to know why nothing moves for a while).
     """
 
     name = "cuda"
 
     def __init__(self, model: SRCNNModel, scale: int, device_index: int = 0, *, plan: Any = None,
                  autotune: bool = True, tile_budget_bytes: int | None = None, cache_dir: Path | None = None,
-                 precision: str = "fp32", self_check: bool = True, log: Callable[[str], None] | None = None) -> None:
+                 precision: str = "fp32", self_check: bool = True, log: Callable[[str], None] | None = None,
+                 notify: Callable[[str], None] | None = None) -> None:
         super().__init__(model, scale)
         from .. import tune
         from ..kernels.conv import srcnn_layers
@@ -86,6 +90,7 @@ class GPUEngine(Engine):
         self.tile_budget_bytes = tile_budget_bytes
         self.cache_dir = cache_dir
         self.log = log
+        self.notify = notify
         self.layers = srcnn_layers(model)
         self._given_plan = plan
         self._measured: Any = None  # the plan this engine measured (autotune), reused for other sizes
@@ -183,8 +188,14 @@ class GPUEngine(Engine):
             if plan is None and self.autotune and self._measured is None:
                 # measure once per engine: a folder of images of many sizes must not pay a tuning
                 # run per size; later sizes without a cached plan reuse this one
+                if self.notify:  # tens of seconds with nothing else to show: say why
+                    self.notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
+                                f"on this GPU (once; the choice is cached) ...")
+                started = time.perf_counter()
                 plan = self._measured = tune.plan_for(self, in_shape, out_shape, self.cache_dir, force=True,
                                                       log=self.log)
+                if self.notify:
+                    self.notify(f"chose {plan.describe()} in {time.perf_counter() - started:.0f} s")
             if plan is None:
                 plan = self._measured or tune.default_plan(self.model)
             self._prepare(plan)
