@@ -333,7 +333,8 @@ def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path, 
     model = random_model("9-1-5")
     engine = object.__new__(GPUEngine)
     engine.model, engine.layers, engine.limits, engine.precision = model, conv.srcnn_layers(model), H100_LIMITS, "fp32"
-    engine.cache_dir, engine.autotune, engine.log = tmp_path, True, None
+    notices: list[str] = []
+    engine.cache_dir, engine.autotune, engine.log, engine.notify = tmp_path, True, None, notices.append
     engine._given_plan, engine._measured, engine._plans = None, None, {}
     engine._prepare = lambda plan: None
     measured = []
@@ -346,6 +347,8 @@ def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path, 
     first = engine.plan_for((10, 10), (20, 20))
     assert engine.plan_for((30, 40), (60, 80)) is first and engine.plan_for((10, 10), (20, 20)) is first
     assert measured == [(20, 20)]
+    # the user is told once that the first frame waits for a measurement, and what it chose
+    assert len(notices) == 2 and "10x10 -> 20x20" in notices[0] and first.describe() in notices[1]
     save_cached(tune.plan_key(engine, (5, 5), (10, 10)), default_plan(model), (), tmp_path)
     assert engine.plan_for((5, 5), (10, 10)).source == "cache"
     engine.autotune, engine._measured = False, None
