@@ -18,6 +18,11 @@ cuDNN's non-deterministic kernels (set --deterministic to forbid them).
 
     python3 scripts/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
         --iters 60000 --out weights/srcnn_9-1-5_x2.npz --set5 ../shared/data/eval/Set5
+
+A long schedule can run in pieces (e.g. on a machine lent for ten minutes at a time): with
+--time-limit S the run stops at the last validation that fits in S seconds, leaving the best model
+so far in --out and its whole state (weights, Adam, RNGs, history) in --state; the same command
+with --resume goes on exactly as if it had never stopped (a test checks the weights are equal).
 """
 
 from __future__ import annotations
@@ -201,6 +206,52 @@ class TrainStep:
         return loss.detach()
 
 
+# what a resumed run must share with the run it continues: everything that shapes the schedule,
+# the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
+RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
+               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp")
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def save_state(args: argparse.Namespace, done: int, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
+               gen: torch.Generator, aug_rng: np.random.Generator, best: tuple, history: list, init_meta: dict | None,
+               segments: list[dict]) -> None:
+    """Everything --resume needs to go on as if never stopped; written to a temporary name, then renamed."""
+    state = {
+        "args": {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
+                 for k, v in vars(args).items() if k in RESUME_KEYS},
+        "iteration": done, "net": net.state_dict(), "opt": opt.state_dict(), "scaler": step.scaler.state_dict(),
+        "gen": gen.get_state(), "aug_rng": aug_rng.bit_generator.state, "best": best, "history": history,
+        "init_meta": init_meta, "segments": segments,
+    }
+    tmp = args.state.with_name(f".{args.state.name}.{os.getpid()}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, args.state)
+
+
+def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
+               gen: torch.Generator, aug_rng: np.random.Generator, device: torch.device) -> tuple:
+    if not args.state.is_file():
+        raise SystemExit(f"--resume: no training state at {args.state}")
+    state = torch.load(args.state, map_location=device, weights_only=False)
+    mine = {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
+            for k, v in vars(args).items() if k in RESUME_KEYS}
+    differ = [f"--{k.replace('_', '-')} {state['args'].get(k)} (now {mine[k]})" for k in RESUME_KEYS
+              if state["args"].get(k) != mine[k]]
+    if differ:
+        raise SystemExit(f"--resume: {args.state} was saved by a run with other settings: {'; '.join(differ)}")
+    net.load_state_dict(state["net"])
+    opt.load_state_dict(state["opt"])
+    step.scaler.load_state_dict(state["scaler"])
+    gen.set_state(state["gen"].cpu() if hasattr(state["gen"], "cpu") else state["gen"])
+    aug_rng.bit_generator.state = state["aug_rng"]
+    best = tuple(state["best"])
+    return state["iteration"], best, state["history"], state["init_meta"], state["segments"]
+
+
 def make_optimizer(net: SRCNN, lr: float) -> torch.optim.Adam:
     # the last layer learns slower, as in the paper (1e-4 vs 1e-5 there)
     return torch.optim.Adam([
@@ -239,7 +290,16 @@ def main() -> None:
     ap.add_argument("--amp", choices=["off", "fp16", "bf16"], default="off",
                     help="mixed-precision training steps (autocast, channels_last); validation stays fp32")
     ap.add_argument("--log", type=Path)
+    ap.add_argument("--state", type=Path,
+                    help="the resumable training state (weights, optimiser, RNGs, history), rewritten at "
+                         "every validation (default: OUT with .state.pt)")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run saved in --state exactly where it stopped (same schedule)")
+    ap.add_argument("--time-limit", type=float,
+                    help="seconds: stop at the last validation that fits (the state is saved; --resume goes on)")
     args = ap.parse_args()
+    if args.state is None:
+        args.state = args.out.with_suffix(".state.pt")
 
     f1, f2, f3 = (int(v) for v in args.arch.split("-"))
     torch.manual_seed(args.seed)
@@ -303,7 +363,7 @@ def main() -> None:
     aug_rng = np.random.default_rng(args.seed)
     best: tuple[float, int, dict | None] = (-1.0, 0, None)
     history: list[tuple[int, float]] = []
-    t_train = time.time()
+    segments: list[dict] = []  # one per invocation of this run (--resume adds one)
 
     def metadata(done: int) -> dict:
         return {
@@ -312,11 +372,13 @@ def main() -> None:
             "train_planes": len(train_planes), "val_planes": len(val_pairs),
             "hr_scales": args.hr_scales, "patches": int(len(xs)),
             "iterations": args.iters, "iterations_done": done, "selected_iteration": best[1],
-            "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "lr": args.lr, "seed": args.seed, "commit": git_commit(),
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "train_seconds": round(time.time() - t_train, 1), "validation_psnr": round(best[0], 4),
+            "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "lr": args.lr,
+            "lr_final": args.lr_final, "warmup": args.warmup, "seed": args.seed, "commit": git_commit(),
+            "device": device_name(device),
+            "train_seconds": round(sum(seg.get("seconds", 0.0) for seg in segments), 1),
+            "validation_psnr": round(best[0], 4),
             "validation_history": history, "command": " ".join(sys.argv),
-            "initialised_from": init_meta,
+            "segments": segments, "initialised_from": init_meta,
         }
 
     def best_model(meta: dict) -> SRCNNModel:
@@ -325,12 +387,21 @@ def main() -> None:
         return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}-x{args.scale}", meta)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    if args.init:  # a continued run never ends worse than where it started
+    start = 0
+    if args.resume:
+        start, best, history, init_meta, segments = load_state(args, net, opt, step, gen, aug_rng, device)
+        log(f"resumed from {args.state} at iteration {start} (best {best[0]:.3f} dB @ {best[1]})")
+    elif args.init:  # a continued run never ends worse than where it started
         v0 = validate(net, val_pairs, args.scale, device)
         history.append((0, round(v0, 4)))
         best = (v0, 0, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
         log(f"iter 0: val {v0:.3f} dB (the initial model)")
-    for it in range(args.iters):
+    segments.append({"command": " ".join(sys.argv), "commit": git_commit(), "device": device_name(device),
+                     "from_iteration": start, "to_iteration": start})
+    t_segment = time.time()
+    t_interval = None  # seconds per validation interval, to stop before --time-limit
+    stopped = False
+    for it in range(start, args.iters):
         lr = lr_at(it)
         for g in opt.param_groups:
             g["lr"] = lr * g["lr_mult"]
@@ -342,14 +413,31 @@ def main() -> None:
         if (it + 1) % args.val_interval == 0 or it + 1 == args.iters:
             v = validate(net, val_pairs, args.scale, device)
             history.append((it + 1, round(v, 4)))
+            segments[-1]["to_iteration"] = it + 1
+            segments[-1]["seconds"] = round(time.time() - t_segment, 1)
             if v > best[0]:
                 best = (v, it + 1, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
                 # a checkpoint of the best so far, so an interrupted run still leaves a usable model
                 save_npz(best_model(metadata(it + 1)), args.out)
-            el = time.time() - t_train
+            save_state(args, it + 1, net, opt, step, gen, aug_rng, best, history, init_meta, segments)
+            el = time.time() - t_segment
+            done_here = it + 1 - start
             log(f"iter {it + 1}/{args.iters} lr {lr:.2e} loss {float(loss.detach()):.3e} val {v:.3f} dB "
-                f"(best {best[0]:.3f} @ {best[1]}) {el:.0f}s {1000 * el / (it + 1):.2f} ms/iter")
+                f"(best {best[0]:.3f} @ {best[1]}) {el:.0f}s {1000 * el / done_here:.2f} ms/iter")
+            t_interval = el / done_here * args.val_interval
+            if args.time_limit is not None and it + 1 < args.iters and el + t_interval > args.time_limit:
+                stopped = True
+                break
+    if stopped:
+        save_npz(best_model(metadata(segments[-1]["to_iteration"])), args.out)
+        log(f"stopped by --time-limit at iteration {segments[-1]['to_iteration']} of {args.iters}; "
+            f"{args.out} holds the best so far; continue with --resume --state {args.state}")
+        print(json.dumps({"out": str(args.out), "stopped_at": segments[-1]["to_iteration"], "state": str(args.state),
+                          "validation_psnr": round(best[0], 4), "selected_iteration": best[1]}), flush=True)
+        return
 
+    segments[-1]["to_iteration"] = args.iters
+    segments[-1]["seconds"] = round(time.time() - t_segment, 1)
     meta = metadata(args.iters)
     model = best_model(meta)
     if args.set5:

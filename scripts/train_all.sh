@@ -5,6 +5,8 @@
 # (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
 # ARCHS: which architectures (default "9-1-5 9-5-5").
 # ARGS_915, ARGS_955: extra train.py arguments for one architecture only (e.g. ARGS_915="--batch 256").
+# Long schedules in pieces: pass --time-limit SECONDS, then the same command with --resume added
+# (the state files sit beside the outputs in OUTDIR).
 # INIT_DIR: continue from srcnn_<arch>_x<s>.npz files there (e.g. weights/) instead of starting afresh.
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift

@@ -1,0 +1,62 @@
+"""scripts/train.py (needs PyTorch, the `train` extra; skipped without it): a run stopped by
+--time-limit and continued with --resume ends exactly where the uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from srgpu.model import load_npz  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def train(out: Path, data: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), "--arch", "9-1-5", "--scale", "3", "--data", str(data),
+           "--iters", "6", "--batch", "4", "--val-interval", "2", "--val-every-nth", "2", "--workers", "1",
+           "--device", "cpu", "--hr-scales", "1.0", "--warmup", "2", "--out", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def hr_folder(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hr")
+    for name in ("baby_GT.bmp", "bird_GT.bmp"):  # one validation plane, one training plane
+        shutil.copy(shared_data / "eval" / "Set5" / name, folder / name)
+    return folder
+
+
+def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, hr_folder: Path) -> None:
+    whole = train(tmp_path / "whole.npz", hr_folder)
+    assert whole.returncode == 0, whole.stderr
+    # --time-limit 0 stops at the first validation of each invocation: 3 pieces of 2 iterations
+    first = train(tmp_path / "pieces.npz", hr_folder, "--time-limit", "0")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout.strip().splitlines()[-1])["stopped_at"] == 2
+    assert "continue with --resume" in first.stdout
+    second = train(tmp_path / "pieces.npz", hr_folder, "--time-limit", "0", "--resume")
+    assert json.loads(second.stdout.strip().splitlines()[-1])["stopped_at"] == 4
+    third = train(tmp_path / "pieces.npz", hr_folder, "--resume")
+    assert third.returncode == 0, third.stderr
+    a, b = load_npz(tmp_path / "whole.npz"), load_npz(tmp_path / "pieces.npz")
+    for name, array in a.arrays().items():
+        np.testing.assert_array_equal(array, b.arrays()[name], err_msg=name)
+    assert a.metadata["validation_history"] == b.metadata["validation_history"]
+    assert a.metadata["selected_iteration"] == b.metadata["selected_iteration"]
+    assert [(s["from_iteration"], s["to_iteration"]) for s in b.metadata["segments"]] == [(0, 2), (2, 4), (4, 6)]
+
+
+def test_resume_refuses_other_settings_or_no_state(tmp_path: Path, hr_folder: Path) -> None:
+    missing = train(tmp_path / "none.npz", hr_folder, "--resume")
+    assert missing.returncode == 1 and "no training state" in missing.stderr
+    assert train(tmp_path / "m.npz", hr_folder, "--time-limit", "0").returncode == 0
+    other = train(tmp_path / "m.npz", hr_folder, "--resume", "--lr", "5e-4")
+    assert other.returncode == 1 and "--lr 0.001 (now 0.0005)" in other.stderr
