@@ -168,6 +168,13 @@ def test_info():
     status = cuda_status()
     if not status.usable:
         assert "no usable CUDA device" in r.stdout
+    # each built-in model with the Set5 score its provenance records, beside bicubic's
+    from srgpu.model import builtin_models, load_npz
+
+    for arch, scale, path in builtin_models():
+        meta = load_npz(path).metadata
+        assert (f"  {arch} x{scale}" in r.stdout and f"Set5 {meta['set5_psnr']:.2f} dB "
+                f"(bicubic {meta['set5_bicubic_psnr']:.2f})" in r.stdout), (arch, scale)
 
 
 def test_module_and_console_script_entry_points(tmp_path):
