@@ -41,7 +41,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from srgpu.evaluate import degrade, evaluate_folder, image_files, luma_uint8, mean_scores, modcrop  # noqa: E402
+from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores, modcrop  # noqa: E402
 from srgpu.imagefile import read_image  # noqa: E402
 from srgpu.metrics import psnr, shave  # noqa: E402
 from srgpu.color import quantize  # noqa: E402

@@ -17,7 +17,7 @@ from srgpu.kernels.conv import ConvConfig, default_config, srcnn_layers
 from srgpu.model import load_mat, random_model
 from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
-from srgpu.tune import default_plan, layerwise_plan
+from srgpu.tune import layerwise_plan
 
 pytestmark = pytest.mark.gpu
 

@@ -94,6 +94,43 @@ def split_level(line: str) -> tuple[str | None, str]:
     return m.group(1), re.sub(r"\[[a-z]+#[\d:]+/", "[", text).strip()  # "[in#0/mov,mp4]" -> "[mov,mp4]"
 
 
+class Child:
+    """One ffmpeg child of a pipeline stage (the decoder or the encoder): started once, killed from
+    any thread (another stage's failure, Ctrl-C) without racing the start."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._log: StderrLog | None = None
+        self._lock = threading.Lock()
+        self._killed = False
+
+    def _launch(self, args: Sequence[str], what: str, on_line: Callable[[str], bool] | None = None,
+                **kwargs: object) -> subprocess.Popen:
+        """Start ffmpeg with its stderr read by a StderrLog; VideoError '<what>: stopped' if the
+        stage was killed first."""
+        with self._lock:
+            if self._killed:
+                raise VideoError(f"{what}: stopped")
+            self._proc = popen(args, stderr=subprocess.PIPE, **kwargs)
+            self._log = StderrLog(self._proc.stderr, on_line=on_line)  # type: ignore[arg-type]
+            self._started(self._proc)
+        return self._proc
+
+    def _started(self, proc: subprocess.Popen) -> None:
+        """Called under the start lock (e.g. to wrap the child's stdin)."""
+
+    def _on_kill(self) -> None:
+        """Called after the child is gone (e.g. to give back what was lent to its pipe)."""
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+        stop_process(self._proc)
+        self._on_kill()
+        if self._log is not None:
+            self._log.join(1.0)
+
+
 class StderrLog:
     """Reads a child's stderr on its own thread: keeps the last lines for error messages, remembers
     the first error-level line, and hands every line to ``on_line`` (e.g. a showinfo parser)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import queue
 import re
 import subprocess
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ class _Meta:
     height: int
 
 
-class Reader:
+class Reader(ffmpeg.Child):
     """Decodes stream ``stream_index`` of ``src`` into frames of ``layout``."""
 
     def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
@@ -79,10 +78,7 @@ class Reader:
         self._pool: deque[bytearray] = deque()  # frame buffers given back by Frame.recycle
         self.buffers_allocated = 0
         self._meta: queue.Queue = queue.Queue()
-        self._proc: subprocess.Popen | None = None
-        self._log: ffmpeg.StderrLog | None = None
-        self._killed = False
-        self._lock = threading.Lock()  # start() and kill() may race when another stage fails
+        super().__init__()
         # where the decoder was when ffmpeg first logged an error: stderr is one ordered stream,
         # so the frame lines seen before the error line say how far decoding had got
         self._logged = 0
@@ -118,13 +114,9 @@ class Reader:
     # ---------------------------------------------------------------- frames
 
     def start(self) -> None:
-        with self._lock:
-            if self._killed:
-                raise VideoError(f"{self.src}: stopped")
-            self._proc = ffmpeg.popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, bufsize=0)
-            self._log = ffmpeg.StderrLog(self._proc.stderr, on_line=self._on_line)  # type: ignore[arg-type]
-        self._log_done = self._log.thread  # stderr at EOF: no more frame lines will come
+        self._launch(self.args, str(self.src), on_line=self._on_line, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, bufsize=0)
+        self._log_done = self._log.thread  # type: ignore[union-attr]  # stderr at EOF: no more frame lines will come
 
     def _next_meta(self) -> _Meta | None:
         while True:
@@ -276,9 +268,3 @@ class Reader:
         head = what or "decoding failed"
         return VideoError(f"{self.src}: {head} {where}: {detail}" if detail else f"{self.src}: {head} {where}")
 
-    def kill(self) -> None:
-        with self._lock:
-            self._killed = True
-        ffmpeg.stop_process(self._proc)
-        if self._log is not None:
-            self._log.join(1.0)

@@ -7,7 +7,6 @@ copied audio keep the source's own clock and stay in sync.
 from __future__ import annotations
 
 import subprocess
-import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -85,18 +84,15 @@ def _num(x: float) -> str:
     return f"{x:.6f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
 
 
-class Writer:
+class Writer(ffmpeg.Child):
     """Feeds frames to the encoder; started on the first frame, when the time base is known."""
 
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
         self.frames_written = 0
-        self._proc: subprocess.Popen | None = None
-        self._log: ffmpeg.StderrLog | None = None
+        super().__init__()
         self._ns_per_tick: Fraction | None = None
         self._origin = 0  # ticks subtracted so that the pipe's timestamps are not negative
-        self._lock = threading.Lock()  # start() and kill() may race when another stage fails
-        self._killed = False
         self._sink: PipeSink | None = None
 
     def start(self, time_base: Fraction, first_pts: int) -> None:
@@ -105,13 +101,7 @@ class Writer:
         self._origin = min(first_pts, start)
         pipe_offset = round(float(self._origin * time_base) - self.plan.source_start, 6)
         cmd = self.plan.command(time_base, pipe_offset)
-        with self._lock:
-            if self._killed:
-                raise VideoError(f"{self.plan.src}: stopped")
-            self._proc = ffmpeg.popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE)
-            self._log = ffmpeg.StderrLog(self._proc.stderr)  # type: ignore[arg-type]
-            self._sink = PipeSink(self._proc.stdin.fileno())  # type: ignore[union-attr]
+        self._launch(cmd, str(self.plan.src), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         w, h = self.plan.enc_size
         self._write(mkv.header(w, h, self.plan.layout))
 
@@ -185,11 +175,9 @@ class Writer:
             detail = ""
         return VideoError(f"{self.plan.src}: {what} after {self.frames_written} frames: {detail}")
 
-    def kill(self) -> None:
-        with self._lock:
-            self._killed = True
-        ffmpeg.stop_process(self._proc)
+    def _started(self, proc: subprocess.Popen) -> None:
+        self._sink = PipeSink(proc.stdin.fileno())  # type: ignore[union-attr]
+
+    def _on_kill(self) -> None:
         if self._sink is not None:
             self._sink.release_all()  # the reader is gone: give back what was lent (GPU slots)
-        if self._log is not None:
-            self._log.join(1.0)
