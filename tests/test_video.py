@@ -25,6 +25,7 @@ from srgpu.video import mkv
 from srgpu.video.api import (VIDEO_EXTENSIONS, EncodeOptions, VideoError, is_video_file, plan_video,
                              upscale_video)
 from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.hdr import HdrMetadata, MasteringDisplay, parse_side_data
 from srgpu.video.formats import LAYOUTS, choose_encoder_format, source_format
 from srgpu.video.pipeline import run_pipeline
 from srgpu.video.probe import probe
@@ -515,6 +516,44 @@ def test_rotation_90_and_colour_tags_kept(tmp_path: Path, engine2: CPUEngine) ->
     assert rotation(dst) == rotation(src)
     line = stream_lines(dst, "Video")[0]
     assert "pc, bt2020nc/bt2020/smpte2084" in line and "128x96" in line  # stored size, not rotated
+
+
+MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"  # x265 units
+
+
+def first_frame_side_data(path: Path) -> HdrMetadata | None:
+    out = subprocess.run([ffmpeg_exe(), "-hide_banner", "-i", str(path), "-vf", "showinfo", "-frames:v", "1",
+                          "-f", "null", "-"], capture_output=True, text=True).stderr
+    return parse_side_data(out.splitlines())
+
+
+@pytest.mark.parametrize("codec, container", [("libx265", ".mkv"), ("libx265", ".mp4"), ("libx264", ".mkv")])
+def test_hdr_static_metadata_kept(tmp_path: Path, bicubic2: BicubicEngine, codec: str, container: str) -> None:
+    """An HDR10 source's mastering display and content light levels (here only in the HEVC
+    bitstream's SEI) reach the upscaled file, as ffmpeg itself keeps them, with its PQ tags."""
+    src = make_clip(tmp_path / "hdr.mkv", frames=5, codec="libx265", pix_fmt="yuv420p10le",
+                    vf="setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc",
+                    out_args=("-x265-params", f"log-level=error:master-display={MASTER_DISPLAY}:max-cll=1000,400"))
+    want = first_frame_side_data(src)
+    assert want is not None and want.max_cll == 1000 and want.max_fall == 400
+    assert want.mastering is not None and want.mastering.max_luminance == 1000.0
+    dst = tmp_path / f"out{container}"
+    upscale_video(src, dst, bicubic2, 2, EncodeOptions(codec=codec))
+    assert first_frame_side_data(dst) == want
+    assert "bt2020nc/bt2020/smpte2084" in stream_lines(dst, "Video")[0]
+
+
+def test_hdr_side_data_parsing() -> None:
+    lines = ["[Parsed_showinfo_0 @ 0x1]   side data - Mastering display metadata: has_primaries:0 has_luminance:1 "
+             "r(0.0000,0.0000) g(0.0000,0.0000) b(0.0000 0.0000) wp(0.0000, 0.0000) min_luminance=0.005000, "
+             "max_luminance=4000.000000",
+             "[Parsed_showinfo_0 @ 0x1]   side data - HDR10+ Dynamic Metadata (SMPTE 2094-40): ..."]
+    got = parse_side_data(lines)
+    assert got is not None and got.dynamic and got.max_cll is None
+    assert got.mastering == MasteringDisplay(None, None, 0.005, 4000.0)
+    assert parse_side_data(["[Parsed_showinfo_0 @ 0x1] n:   0 pts:      0 pts_time:0"]) is None
+    cll = parse_side_data(["  side data - Content light level metadata: MaxCLL=600, MaxFALL=120"])
+    assert cll == HdrMetadata(None, 600, 120, False) and cll.static
 
 
 def test_chapters_and_metadata_kept(tmp_path: Path, engine2: CPUEngine) -> None:

@@ -21,6 +21,7 @@ from ..engine.base import Engine, PlaneSpec
 from . import containers, ffmpeg
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
+from .hdr import HDR_TRANSFERS, first_frame_hdr
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, probe
 from .reader import Reader
@@ -214,6 +215,12 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         filters.append(f"setsar={stream.sar[0]}/{stream.sar[1]}")
     if stream.field_order and stream.field_order != "progressive":
         notes.append(f"interlaced source ({stream.field_order}) upscaled frame by frame as progressive video")
+    # HDR static metadata rides in the pipe's header: looked up only for PQ/HLG sources (one frame
+    # decoded), which are the ones that carry it
+    hdr_meta = first_frame_hdr(src, stream.index, decoder) if stream.color_trc in HDR_TRANSFERS else None
+    if hdr_meta is not None and hdr_meta.dynamic:
+        notes.append("the source's per-frame HDR metadata (HDR10+ or Dolby Vision) is not kept"
+                     + ("; its static HDR metadata is" if hdr_meta.static else ""))
 
     # streams, in source order, the upscaled one in its own place
     out_streams: list[OutputStream] = []
@@ -234,7 +241,8 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       enc_size=(enc_w, enc_h), streams=tuple(out_streams), video_filters=tuple(filters),
                       rotation=stream.rotation, upscaled_default="default" in stream.dispositions,
                       source_start=info.start or 0.0,
-                      extra_args=tuple(options.extra_args))
+                      extra_args=tuple(options.extra_args),
+                      hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
                    "size": (stream.width, stream.height)}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),

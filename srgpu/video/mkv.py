@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 
 from .formats import PixelLayout
+from .hdr import HdrMetadata
 
 UNKNOWN_SIZE = bytes.fromhex("01ffffffffffffff")  # a Segment whose end is the end of the stream
 
@@ -41,12 +42,38 @@ def string(element_id: int, value: str | bytes) -> bytes:
     return element(element_id, value.encode() if isinstance(value, str) else value)
 
 
-def header(width: int, height: int, layout: PixelLayout) -> bytes:
-    """EBML header, an open-ended Segment, Info (1 ns ticks) and one raw video track."""
+def double(element_id: int, value: float) -> bytes:
+    return element(element_id, struct.pack(">d", value))
+
+
+def colour(hdr: HdrMetadata) -> bytes:
+    """The Colour element with HDR static metadata (ffmpeg's demuxer turns it into stream side data,
+    which reaches the encoder and the output muxer)."""
+    body = b""
+    if hdr.max_cll is not None:
+        body += uint(0x55BC, hdr.max_cll) + uint(0x55BD, hdr.max_fall or 0)
+    m = hdr.mastering
+    if m is not None:
+        mastering = b""
+        if m.primaries is not None and m.white_point is not None:
+            (rx, ry), (gx, gy), (bx, by) = m.primaries
+            for eid, v in zip(range(0x55D1, 0x55D9), (rx, ry, gx, gy, bx, by, *m.white_point)):
+                mastering += double(eid, v)
+        if m.max_luminance is not None and m.min_luminance is not None:
+            mastering += double(0x55D9, m.max_luminance) + double(0x55DA, m.min_luminance)
+        if mastering:
+            body += element(0x55D0, mastering)
+    return element(0x55B0, body) if body else b""
+
+
+def header(width: int, height: int, layout: PixelLayout, hdr: HdrMetadata | None = None) -> bytes:
+    """EBML header, an open-ended Segment, Info (1 ns ticks) and one raw video track (with the
+    source's HDR static metadata, if any)."""
     ebml = element(0x1A45DFA3, uint(0x4286, 1) + uint(0x42F7, 1) + uint(0x42F2, 4) + uint(0x42F3, 8)
                    + string(0x4282, "matroska") + uint(0x4287, 4) + uint(0x4285, 2))
     info = element(0x1549A966, uint(0x2AD7B1, 1) + string(0x4D80, "srgpu") + string(0x5741, "srgpu"))
-    video = element(0xE0, uint(0xB0, width) + uint(0xBA, height) + string(0x2EB524, layout.fourcc))
+    video = element(0xE0, uint(0xB0, width) + uint(0xBA, height) + string(0x2EB524, layout.fourcc)
+                    + (colour(hdr) if hdr is not None else b""))
     track = element(0xAE, uint(0xD7, 1) + uint(0x73C5, 1) + uint(0x83, 1) + uint(0x9C, 0)
                     + string(0x86, "V_UNCOMPRESSED") + video)
     return ebml + _id(0x18538067) + UNKNOWN_SIZE + info + element(0x1654AE6B, track)

@@ -16,6 +16,7 @@ import numpy as np
 from . import ffmpeg, mkv
 from .errors import VideoError
 from .formats import PixelLayout
+from .hdr import HdrMetadata
 from .pipesink import PipeSink
 from .reader import Frame
 
@@ -45,6 +46,7 @@ class EncodePlan:
     upscaled_default: bool = True
     source_start: float = 0.0  # 'start:' of ffmpeg -i; subtracted from every stream, as ffmpeg does
     extra_args: tuple[str, ...] = ()  # the user's, last, so that they can override srgpu's
+    hdr: HdrMetadata | None = None  # the source's HDR static metadata, passed on through the pipe
 
     def command(self, time_base: Fraction, pipe_offset: float) -> list[str]:
         """ffmpeg arguments, once the reader knows the exact time base. Both inputs keep their
@@ -103,7 +105,7 @@ class Writer(ffmpeg.Child):
         cmd = self.plan.command(time_base, pipe_offset)
         self._launch(cmd, str(self.plan.src), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         w, h = self.plan.enc_size
-        self._write(mkv.header(w, h, self.plan.layout))
+        self._write(mkv.header(w, h, self.plan.layout, self.plan.hdr))
 
     def _ns(self, ticks: int) -> int:
         return round(ticks * self._ns_per_tick)  # type: ignore[operator]
