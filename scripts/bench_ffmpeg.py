@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="alternating rounds per preset (medians reported)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
 
     with tempfile.TemporaryDirectory(prefix="srgpu-vs-ffmpeg-") as tmp:
         tmpdir = Path(tmp)
@@ -110,6 +112,7 @@ def main() -> None:
         return
     print(f"{report['source']}: {report['input']} -> {report['output']}, {report['engine']}, {model.name}, crf {args.crf}, "
           f"plan chosen in {report['plan_seconds']} s before timing")
+    # with --repeats, each fps column is its own median and the ratio is the median of the rounds' ratios
     print(f"{'preset':<10} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} {'srgpu/ffmpeg':>13}")
     for r in rows:
         rounds = ", ".join(f"{x['srgpu_fps'] / x['ffmpeg_fps']:.1%}" for x in r["rounds"])

@@ -22,7 +22,9 @@ cuDNN's non-deterministic kernels (set --deterministic to forbid them).
 A long schedule can run in pieces (e.g. on a machine lent for ten minutes at a time): with
 --time-limit S the run stops at the last validation that fits in S seconds, leaving the best model
 so far in --out and its whole state (weights, Adam, RNGs, history) in --state; the same command
-with --resume goes on exactly as if it had never stopped (a test checks the weights are equal).
+with --resume goes on as if it had never stopped: on the CPU, or on a GPU with --deterministic,
+bit for bit (a test checks the CPU case); a resume refuses other settings, another device type or
+other code.
 """
 
 from __future__ import annotations
@@ -209,7 +211,15 @@ class TrainStep:
 # what a resumed run must share with the run it continues: everything that shapes the schedule,
 # the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
 RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
-               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp")
+               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type")
+
+
+def resume_settings(args: argparse.Namespace) -> dict:
+    """The settings a resumed run must share with the saved one, in comparable form."""
+    out = {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
+           for k, v in vars(args).items() if k in RESUME_KEYS}
+    out["device_type"] = torch.device(args.device).type  # the RNG streams differ between CPU and CUDA
+    return out
 
 
 def device_name(device: torch.device) -> str:
@@ -221,8 +231,7 @@ def save_state(args: argparse.Namespace, done: int, net: SRCNN, opt: torch.optim
                segments: list[dict]) -> None:
     """Everything --resume needs to go on as if never stopped; written to a temporary name, then renamed."""
     state = {
-        "args": {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
-                 for k, v in vars(args).items() if k in RESUME_KEYS},
+        "args": resume_settings(args),
         "iteration": done, "net": net.state_dict(), "opt": opt.state_dict(), "scaler": step.scaler.state_dict(),
         "gen": gen.get_state(), "aug_rng": aug_rng.bit_generator.state, "best": best, "history": history,
         "init_meta": init_meta, "segments": segments,
@@ -237,12 +246,15 @@ def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer,
     if not args.state.is_file():
         raise SystemExit(f"--resume: no training state at {args.state}")
     state = torch.load(args.state, map_location=device, weights_only=False)
-    mine = {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
-            for k, v in vars(args).items() if k in RESUME_KEYS}
+    mine = resume_settings(args)
     differ = [f"--{k.replace('_', '-')} {state['args'].get(k)} (now {mine[k]})" for k in RESUME_KEYS
               if state["args"].get(k) != mine[k]]
     if differ:
         raise SystemExit(f"--resume: {args.state} was saved by a run with other settings: {'; '.join(differ)}")
+    commits = {seg["commit"] for seg in state["segments"]} - {"unknown"}
+    if commits and git_commit() not in commits | {"unknown"}:
+        raise SystemExit(f"--resume: {args.state} was trained by commit {', '.join(sorted(commits))}, this is "
+                         f"{git_commit()}: resume with the same code (or set SRGPU_COMMIT if this copy has no .git)")
     net.load_state_dict(state["net"])
     opt.load_state_dict(state["opt"])
     step.scaler.load_state_dict(state["scaler"])
@@ -298,6 +310,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float,
                     help="seconds: stop at the last validation that fits (the state is saved; --resume goes on)")
     args = ap.parse_args()
+    t_main = time.time()  # --time-limit counts everything: start-up, data, validation
     if args.state is None:
         args.state = args.out.with_suffix(".state.pt")
 
@@ -338,7 +351,7 @@ def main() -> None:
         f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
 
     init_meta: dict | None = None
-    if args.init:
+    if args.init and not args.resume:  # a resumed run takes its weights (and init provenance) from the state
         from srgpu.model import load_npz
 
         init = load_npz(args.init)
@@ -373,11 +386,14 @@ def main() -> None:
             "hr_scales": args.hr_scales, "patches": int(len(xs)),
             "iterations": args.iters, "iterations_done": done, "selected_iteration": best[1],
             "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "lr": args.lr,
-            "lr_final": args.lr_final, "warmup": args.warmup, "seed": args.seed, "commit": git_commit(),
+            "lr_final": args.lr_final, "warmup": args.warmup, "seed": args.seed,
+            # a run in pieces is described by its first piece; every piece is under "segments"
+            "commit": segments[0]["commit"] if segments else git_commit(),
             "device": device_name(device),
             "train_seconds": round(sum(seg.get("seconds", 0.0) for seg in segments), 1),
             "validation_psnr": round(best[0], 4),
-            "validation_history": history, "command": " ".join(sys.argv),
+            "validation_history": history,
+            "command": segments[0]["command"] if segments else " ".join(sys.argv),
             "segments": segments, "initialised_from": init_meta,
         }
 
@@ -396,10 +412,12 @@ def main() -> None:
         history.append((0, round(v0, 4)))
         best = (v0, 0, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
         log(f"iter 0: val {v0:.3f} dB (the initial model)")
-    segments.append({"command": " ".join(sys.argv), "commit": git_commit(), "device": device_name(device),
-                     "from_iteration": start, "to_iteration": start})
+    if start < args.iters:
+        segments.append({"command": " ".join(sys.argv), "commit": git_commit(), "device": device_name(device),
+                         "from_iteration": start, "to_iteration": start})
+    else:
+        log(f"{args.state} is complete ({start} iterations): writing the final model only")
     t_segment = time.time()
-    t_interval = None  # seconds per validation interval, to stop before --time-limit
     stopped = False
     for it in range(start, args.iters):
         lr = lr_at(it)
@@ -425,7 +443,8 @@ def main() -> None:
             log(f"iter {it + 1}/{args.iters} lr {lr:.2e} loss {float(loss.detach()):.3e} val {v:.3f} dB "
                 f"(best {best[0]:.3f} @ {best[1]}) {el:.0f}s {1000 * el / done_here:.2f} ms/iter")
             t_interval = el / done_here * args.val_interval
-            if args.time_limit is not None and it + 1 < args.iters and el + t_interval > args.time_limit:
+            if (args.time_limit is not None and it + 1 < args.iters
+                    and time.time() - t_main + t_interval > args.time_limit):
                 stopped = True
                 break
     if stopped:
@@ -436,8 +455,9 @@ def main() -> None:
                           "validation_psnr": round(best[0], 4), "selected_iteration": best[1]}), flush=True)
         return
 
-    segments[-1]["to_iteration"] = args.iters
-    segments[-1]["seconds"] = round(time.time() - t_segment, 1)
+    if start < args.iters:
+        segments[-1]["to_iteration"] = args.iters
+        segments[-1]["seconds"] = round(time.time() - t_segment, 1)
     meta = metadata(args.iters)
     model = best_model(meta)
     if args.set5:

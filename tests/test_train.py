@@ -52,6 +52,23 @@ def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, hr_folder: Pat
     assert a.metadata["validation_history"] == b.metadata["validation_history"]
     assert a.metadata["selected_iteration"] == b.metadata["selected_iteration"]
     assert [(s["from_iteration"], s["to_iteration"]) for s in b.metadata["segments"]] == [(0, 2), (2, 4), (4, 6)]
+    assert b.metadata["command"] == a.metadata["command"].replace("whole.npz", "pieces.npz") + " --time-limit 0"
+    # the final training state too (not only the best weights): network, Adam's moments, the RNG
+    import torch
+
+    sa = torch.load(tmp_path / "whole.state.pt", weights_only=False)
+    sb = torch.load(tmp_path / "pieces.state.pt", weights_only=False)
+    assert sa["iteration"] == sb["iteration"] == 6
+    for name, t in sa["net"].items():
+        assert torch.equal(t, sb["net"][name]), name
+    for key, moments in sa["opt"]["state"].items():
+        for name, t in moments.items():
+            assert torch.equal(torch.as_tensor(t), torch.as_tensor(sb["opt"]["state"][key][name])), (key, name)
+    assert torch.equal(sa["gen"], sb["gen"]) and sa["aug_rng"] == sb["aug_rng"]
+    # resuming a finished run writes the final model again and adds no piece
+    again = train(tmp_path / "pieces.npz", hr_folder, "--resume")
+    assert again.returncode == 0 and "is complete" in again.stdout
+    assert len(load_npz(tmp_path / "pieces.npz").metadata["segments"]) == 3
 
 
 def test_resume_refuses_other_settings_or_no_state(tmp_path: Path, hr_folder: Path) -> None:

@@ -58,6 +58,9 @@ class FrameProcessor:
         self.fmt = fmt
 
     def submit(self, planes: Sequence[np.ndarray]) -> Any:
+        """Queue one frame. When this returns, ``planes`` have been copied or consumed: the caller
+        may reuse their memory at once (the video reader recycles its buffers on that promise), and
+        the result never aliases them."""
         return Submitted(self.engine.upscale_frame(planes, self.fmt.specs, self.fmt.max_value))
 
     def close(self) -> None:

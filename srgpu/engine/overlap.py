@@ -86,7 +86,8 @@ class OverlappedGPU(FrameProcessor):
                 self._free.append(_Slot(i, host_in, host_out, dev_in, dev_out, stream, *events))
 
     def submit(self, planes: Sequence[np.ndarray], tag: Any = None) -> "Pending":
-        """Queue one frame; returns at once unless every slot is in use."""
+        """Queue one frame; returns at once unless every slot is in use. The planes are copied into
+        the slot's pinned buffers before it returns (the base class's promise: the caller may reuse them)."""
         fmt = self.fmt
         if len(planes) != len(fmt.in_shapes):
             raise ValueError(f"{len(planes)} planes, expected {len(fmt.in_shapes)}")

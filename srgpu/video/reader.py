@@ -140,8 +140,11 @@ class Reader(ffmpeg.Child):
         return bytearray(size)
 
     def _recycler(self, buf: bytearray) -> Callable[[], None]:
-        def recycle() -> None:
-            if len(self._pool) < _POOL_LIMIT:
+        given = [False]
+
+        def recycle() -> None:  # once: a buffer twice in the pool would be shared by two frames
+            if not given[0] and len(self._pool) < _POOL_LIMIT:
+                given[0] = True
                 self._pool.append(buf)
         return recycle
 
