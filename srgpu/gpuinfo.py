@@ -44,6 +44,8 @@ def cuda_status() -> CudaStatus:
         drv = _version(runtime.driverGetVersion())
         count = runtime.getDeviceCount()
     except Exception as e:
+        if drv == "0.0":  # cudaDriverGetVersion gives 0 when no driver is loaded at all
+            return CudaStatus((), "no NVIDIA driver is installed or visible", cupy.__version__, rt, None)
         return CudaStatus((), f"no usable CUDA driver ({_one_line(e)})", cupy.__version__, rt, drv)
     if count == 0:
         return CudaStatus((), "the CUDA driver reports no devices", cupy.__version__, rt, drv)

@@ -338,3 +338,16 @@ def test_video_stream_option_picks_the_stream_to_upscale(tmp_path, random_npz):
     bad = srgpu("upscale", src, "-o", tmp_path / "bad.mkv", "--model", random_npz, "--device", "cpu",
                 "--video-stream", "2")
     one_error_line(bad, "there is no video stream 2")
+
+
+def test_a_machine_without_an_nvidia_driver_is_told_so_plainly():
+    """Not CUDA's 'driver version is insufficient' where there is no driver at all."""
+    try:
+        from cupy.cuda import runtime
+
+        version = runtime.driverGetVersion()
+    except Exception:
+        pytest.skip("CuPy's runtime is not loadable here")
+    if version != 0:
+        pytest.skip("a CUDA driver is present")
+    assert cuda_status().reason == "no NVIDIA driver is installed or visible"
