@@ -55,6 +55,10 @@ class VideoBenchReport:
     peak_gpu_bytes: int | None
     peak_host_bytes: int
     notes: tuple[str, ...] = field(default=())
+    # CPU per frame during the end-to-end run: srgpu's own process, and its ffmpeg children
+    # (decoder and encoder) -- what the machine's cores are shared between
+    cpu_self_ms: float | None = None
+    cpu_children_ms: float | None = None
 
     @property
     def bottleneck(self) -> str:
@@ -101,14 +105,23 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         say("encode ...")
         stages.append(_encode_stage(job, upscaled, timing))
         say("end-to-end ...")
+        own0, children0 = _cpu_seconds()
         t0 = time.perf_counter()
         result = upscale_video(src, out, engine, scale, options, overwrite=True)
         stages.append(StageResult("end-to-end", result.frames, time.perf_counter() - t0))
+        own1, children1 = _cpu_seconds()
     return VideoBenchReport(
         source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
         engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
         crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
-        peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes)
+        peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes,
+        cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames)
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """User + system CPU seconds of this process and of its finished (waited-for) children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def _output_suffix(codec: str) -> str:
@@ -216,6 +229,9 @@ def format_report(r: VideoBenchReport) -> str:
     for s in r.stages:
         lines.append(f"{s.name:<12} {s.fps:9.1f}")
     lines.append(f"bottleneck: {r.bottleneck}")
+    if r.cpu_self_ms is not None and r.cpu_children_ms is not None:
+        lines.append(f"CPU per frame, end to end: srgpu {r.cpu_self_ms:.1f} ms, its ffmpeg decoder and encoder "
+                     f"{r.cpu_children_ms:.1f} ms")
     if r.peak_gpu_bytes is not None:
         lines.append(f"GPU memory held by srgpu: {r.peak_gpu_bytes / 2**20:.0f} MiB")
     lines.append(f"peak host memory (RSS): {r.peak_host_bytes / 2**20:.0f} MiB")

@@ -4,6 +4,7 @@ what it prints, and eval --json's schema."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -319,6 +320,8 @@ def test_pipeline_bench_cpu_fallback_is_one_note_not_a_python_warning(tmp_path, 
     assert "RuntimeWarning" not in r.stderr and "create_engine(" not in r.stderr
     assert "srgpu: device: CPU (GPU not used:" in r.stderr
     assert "bottleneck:" in r.stdout
+    cpu = re.search(r"CPU per frame, end to end: srgpu ([\d.]+) ms, its ffmpeg decoder and encoder ([\d.]+) ms", r.stdout)
+    assert cpu and float(cpu.group(1)) > 0 and float(cpu.group(2)) > 0
 
 
 def test_video_stream_option_picks_the_stream_to_upscale(tmp_path, random_npz):
