@@ -284,7 +284,8 @@ def info() -> None:
     print(f"  {'ffmpeg':<15} {_ffmpeg_version()}")
     print(f"  {'video support':<15} {'yes' if video_support() else 'no (srgpu.video is not available)'}")
     status = cuda_status()
-    print(f"CUDA: runtime {status.cuda_runtime or '-'}, driver {status.driver or '-'}, cupy {status.cupy_version or '-'}")
+    print(f"CUDA: runtime {status.cuda_runtime or '-'}, driver {status.driver or '-'}, cupy {status.cupy_version or '-'}, "
+          f"nvrtc {status.nvrtc or '-'}")
     if status.usable:
         for d in status.devices:
             print(f"  cuda:{d.index} {d.name}, compute {d.compute_capability}, {d.multiprocessors} SMs, "

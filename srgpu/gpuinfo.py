@@ -23,6 +23,7 @@ class CudaStatus:
     cupy_version: str | None
     cuda_runtime: str | None
     driver: str | None
+    nvrtc: str | None = None  # the run-time compiler CuPy builds srgpu's kernels with
 
     @property
     def usable(self) -> bool:
@@ -38,6 +39,7 @@ def cuda_status() -> CudaStatus:
         from cupy.cuda import runtime
     except Exception as e:
         return CudaStatus((), f"CuPy's CUDA runtime is not loadable ({e})", cupy.__version__, None, None)
+    nvrtc, nvrtc_error = _nvrtc()
     rt = drv = None
     try:
         rt = _version(runtime.runtimeGetVersion())
@@ -45,10 +47,10 @@ def cuda_status() -> CudaStatus:
         count = runtime.getDeviceCount()
     except Exception as e:
         if drv == "0.0":  # cudaDriverGetVersion gives 0 when no driver is loaded at all
-            return CudaStatus((), "no NVIDIA driver is installed or visible", cupy.__version__, rt, None)
-        return CudaStatus((), f"no usable CUDA driver ({_one_line(e)})", cupy.__version__, rt, drv)
+            return CudaStatus((), "no NVIDIA driver is installed or visible", cupy.__version__, rt, None, nvrtc)
+        return CudaStatus((), f"no usable CUDA driver ({_one_line(e)})", cupy.__version__, rt, drv, nvrtc)
     if count == 0:
-        return CudaStatus((), "the CUDA driver reports no devices", cupy.__version__, rt, drv)
+        return CudaStatus((), "the CUDA driver reports no devices", cupy.__version__, rt, drv, nvrtc)
     devices = []
     errors = []
     for i in range(count):
@@ -62,8 +64,29 @@ def cuda_status() -> CudaStatus:
                 free_memory=int(free), multiprocessors=int(props["multiProcessorCount"])))
         except Exception as e:
             errors.append(f"device {i}: {_one_line(e)}")
-    reason = None if devices else "; ".join(errors) or "no usable device"
-    return CudaStatus(tuple(devices), reason, cupy.__version__, rt, drv)
+    usable, reason = verdict(devices, errors, nvrtc_error)
+    return CudaStatus(usable, reason, cupy.__version__, rt, drv, nvrtc)
+
+
+def verdict(devices: list[CudaDevice], errors: list[str],
+            nvrtc_error: str | None) -> tuple[tuple[CudaDevice, ...], str | None]:
+    """(usable devices, why none is): a GPU without NVRTC cannot build srgpu's kernels, so it is
+    not usable, and the reason says what to install."""
+    if devices and nvrtc_error is not None:
+        return (), (f"CuPy cannot load NVRTC, which compiles srgpu's kernels ({nvrtc_error}): "
+                    "pip install nvidia-cuda-nvrtc-cu12, or install a CUDA toolkit")
+    return tuple(devices), None if devices else "; ".join(errors) or "no usable device"
+
+
+def _nvrtc() -> tuple[str | None, str | None]:
+    """(NVRTC version, None) or (None, why it cannot be loaded)."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        major, minor = nvrtc.getVersion()
+        return f"{major}.{minor}", None
+    except Exception as e:  # ImportError, or the library not found (CuPy raises its own types)
+        return None, _one_line(e)
 
 
 def _version(v: int) -> str:

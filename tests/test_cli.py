@@ -354,3 +354,24 @@ def test_a_machine_without_an_nvidia_driver_is_told_so_plainly():
     if version != 0:
         pytest.skip("a CUDA driver is present")
     assert cuda_status().reason == "no NVIDIA driver is installed or visible"
+
+
+def test_a_gpu_without_nvrtc_is_not_used_and_the_reason_says_what_to_install():
+    from srgpu.gpuinfo import CudaDevice, verdict
+
+    gpu = CudaDevice(0, "NVIDIA H100", "9.0", 80 << 30, 79 << 30, 132)
+    devices, reason = verdict([gpu], [], "Failure finding libnvrtc.so.13 or libnvrtc.so.12")
+    assert devices == () and "NVRTC" in reason and "pip install nvidia-cuda-nvrtc-cu12" in reason
+    assert verdict([gpu], [], None) == ((gpu,), None)
+    assert verdict([], ["device 0: out of memory"], None) == ((), "device 0: out of memory")
+
+
+def test_info_reports_the_nvrtc_cupy_would_use():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        want = "{}.{}".format(*nvrtc.getVersion())
+    except Exception:
+        want = None
+    assert cuda_status().nvrtc == want
+    assert f"nvrtc {want or '-'}" in srgpu("info").stdout
