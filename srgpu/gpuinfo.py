@@ -79,13 +79,17 @@ def verdict(devices: list[CudaDevice], errors: list[str],
 
 
 def _nvrtc() -> tuple[str | None, str | None]:
-    """(NVRTC version, None) or (None, why it cannot be loaded)."""
+    """(NVRTC version, None), (None, why it cannot be loaded), or (None, None) if unknown."""
     try:
         from cupy_backends.cuda.libs import nvrtc
 
-        major, minor = nvrtc.getVersion()
+        get_version = nvrtc.getVersion
+    except (ImportError, AttributeError):
+        return None, None  # another CuPy layout: unknown, and not a reason to refuse the GPU
+    try:
+        major, minor = get_version()
         return f"{major}.{minor}", None
-    except Exception as e:  # ImportError, or the library not found (CuPy raises its own types)
+    except Exception as e:  # the library itself cannot be found or loaded: kernels cannot compile
         return None, _one_line(e)
 
 
