@@ -538,9 +538,18 @@ def test_hdr_static_metadata_kept(tmp_path: Path, bicubic2: BicubicEngine, codec
     assert want is not None and want.max_cll == 1000 and want.max_fall == 400
     assert want.mastering is not None and want.mastering.max_luminance == 1000.0
     dst = tmp_path / f"out{container}"
-    upscale_video(src, dst, bicubic2, 2, EncodeOptions(codec=codec))
+    result = upscale_video(src, dst, bicubic2, 2, EncodeOptions(codec=codec))
     assert first_frame_side_data(dst) == want
     assert "bt2020nc/bt2020/smpte2084" in stream_lines(dst, "Video")[0]
+    assert not any("banding" in n for n in result.notes)  # 10 bits in, 10 bits out
+
+
+def test_hdr_into_8_bits_is_noted(tmp_path: Path, bicubic2: BicubicEngine) -> None:
+    src = make_clip(tmp_path / "pq.mkv", frames=2, codec="libx265", pix_fmt="yuv420p10le",
+                    vf="setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc",
+                    out_args=("-x265-params", "log-level=error"))
+    result = upscale_video(src, tmp_path / "out.mkv", bicubic2, 2, EncodeOptions(pix_fmt="yuv420p"))
+    assert any("HDR (smpte2084) video reduced from 10 to 8 bits" in n for n in result.notes)
 
 
 def test_hdr_side_data_parsing() -> None:

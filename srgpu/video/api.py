@@ -218,6 +218,10 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     # HDR static metadata rides in the pipe's header: looked up only for PQ/HLG sources (one frame
     # decoded), which are the ones that carry it
     hdr_meta = first_frame_hdr(src, stream.index, decoder) if stream.color_trc in HDR_TRANSFERS else None
+    if stream.color_trc in HDR_TRANSFERS and enc_layout.bits < min(layout.bits, 10):
+        notes.append(f"HDR ({stream.color_trc}) video reduced from {layout.bits} to {enc_layout.bits} bits per "
+                     f"sample ({enc_pix_fmt}): expect banding; a 10-bit format (e.g. --pix-fmt yuv420p10le) "
+                     "keeps its gradations")
     if hdr_meta is not None and hdr_meta.dynamic:
         notes.append("the source's per-frame HDR metadata (HDR10+ or Dolby Vision) is not kept"
                      + ("; its static HDR metadata is" if hdr_meta.static else ""))
