@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,10 +300,14 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
 
 
 def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int) -> None:
+    write_image_atomic(dst, _upscaled_for(src, dst, engine, scale))
+
+
+def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> np.ndarray:
+    """``src`` read and upscaled, ready to be written to ``dst``'s format."""
     image = read_image(src)
     _check_alpha(image, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    out = fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
-    write_image_atomic(dst, out)
+    return fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
 
 
 # ---------------------------------------------------------------- the batch
@@ -312,29 +318,115 @@ OutcomeCallback = Callable[[Outcome], None]
 FramesCallback = Callable[[int, "int | None"], None]
 
 
+class _WriteBehind:
+    """Encodes and writes upscaled images on one background thread while the caller reads and
+    upscales the next (encoding a large PNG costs more than a GPU upscale). Every outcome goes
+    through it, ready-made ones included, so they come back in job order. An exception that is
+    not a per-file failure (e.g. KeyboardInterrupt) is raised again in the caller."""
+
+    def __init__(self) -> None:
+        self._todo: queue.Queue = queue.Queue(maxsize=1)  # bounds the images held in memory
+        self._done: queue.Queue = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="srgpu-image-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, item: tuple[Job, np.ndarray, float] | Outcome) -> None:
+        self._todo.put(item)
+        self._raise()
+
+    def ready(self) -> list[Outcome]:
+        """Outcomes finished so far, in order."""
+        out = []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                self._raise()
+                return out
+
+    def close(self, raise_errors: bool = True) -> list[Outcome]:
+        """Wait for everything queued; the remaining outcomes, in order."""
+        self._todo.put(None)
+        self._thread.join()
+        if not raise_errors:
+            self._error = None  # the caller is already raising its own
+        return self.ready()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while (item := self._todo.get()) is not None:
+            if self._error is not None:
+                continue  # stopping: nothing more is written
+            if isinstance(item, Outcome):
+                self._done.put(item)
+                continue
+            job, image, started = item
+            try:
+                write_image_atomic(job.dst, image)
+                outcome = Outcome(job, "done")
+            except ImageFileError as e:
+                outcome = Outcome(job, "failed", _naming(job.src, str(e)))
+            except (OSError, MemoryError) as e:
+                outcome = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                self._error = e
+                continue
+            self._done.put(Outcome(job, outcome.status, outcome.message, time.perf_counter() - started))
+
+
 def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | None = None,
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None) -> BatchResult:
     """Process every job of ``plan`` in order. Per-file errors (unreadable, corrupt, unsupported
     files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
-    Ctrl-C stop it (no partial file is left under a final name either way)."""
+    Ctrl-C stop it (no partial file is left under a final name either way). Images are written
+    on a background thread while the next one is upscaled; outcomes are reported in order."""
     video = video or VideoSettings()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
-    for job in plan.jobs:
-        if on_start:
-            on_start(job)
-        t0 = time.perf_counter()
-        outcome = _run_job(job, plan, engine, scale, video, on_frames)
-        outcome = Outcome(outcome.job, outcome.status, outcome.message, time.perf_counter() - t0, outcome.notes)
-        outcomes.append(outcome)
-        if on_done:
-            on_done(outcome)
+    writer = _WriteBehind()
+
+    def report(done: list[Outcome]) -> None:
+        for outcome in done:
+            outcomes.append(outcome)
+            if on_done:
+                on_done(outcome)
+
+    try:
+        for job in plan.jobs:
+            report(writer.ready())
+            if on_start:
+                on_start(job)
+            t0 = time.perf_counter()
+            outcome = _prepare(job, plan)
+            if outcome is not None:
+                writer.put(outcome)
+            elif job.kind == "image":
+                try:
+                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0))
+                except ImageFileError as e:
+                    writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
+                except (OSError, MemoryError) as e:
+                    writer.put(Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}", time.perf_counter() - t0))
+            else:  # a video runs alone: the images before it are written first
+                report(writer.close())
+                writer = _WriteBehind()
+                result = _run_video(job, plan, engine, scale, video, on_frames)
+                report([Outcome(job, result.status, result.message, time.perf_counter() - t0, result.notes)])
+    except BaseException:
+        writer.close(raise_errors=False)  # what is being written completes or fails whole, never half
+        raise
+    report(writer.close())
     return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)
 
 
-def _run_job(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSettings,
-             on_frames: FramesCallback | None) -> Outcome:
+def _prepare(job: Job, plan: Plan) -> Outcome | None:
+    """The job's outcome if it cannot or need not run (after creating its output folder)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
     if job.problem:
@@ -347,15 +439,7 @@ def _run_job(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSetti
         job.dst.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         return Outcome(job, "failed", f"{job.dst.parent}: cannot create folder ({e.strerror or e})")
-    if job.kind == "image":
-        try:
-            upscale_image_file(job.src, job.dst, engine, scale)
-        except ImageFileError as e:
-            return Outcome(job, "failed", _naming(job.src, str(e)))
-        except (OSError, MemoryError) as e:
-            return Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
-        return Outcome(job, "done")
-    return _run_video(job, plan, engine, scale, video, on_frames)
+    return None
 
 
 def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSettings,

@@ -197,6 +197,56 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tree, tmp_path, cpu_
     assert "3 upscaled" in result.summary() and "2 failed" in result.summary()
 
 
+def test_outcomes_come_in_job_order_while_images_are_written_behind(tmp_path, cpu_engine, make_image):
+    """Images are written on a background thread, but every outcome (written, failed while
+    reading, skipped) is reported in the plan's order, each once, after its file is complete."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "c.png", "e.png"):
+        write_image_atomic(src / name, make_image((6, 5, 3), seed=len(name)))
+    (src / "b.png").write_bytes(b"not a png")
+    (src / "d.txt").write_text("text")
+    out = tmp_path / "out"
+    out.mkdir()
+    write_image_atomic(out / "e.png", make_image((2, 2, 3)))  # exists: skipped
+    started, reported = [], []
+
+    def done(outcome):
+        reported.append(outcome)
+        if outcome.status == "done":  # complete under its final name when reported
+            assert read_image(outcome.job.dst).shape == (12, 10, 3)
+
+    plan = plan_batch(src, out)
+    result = run_batch(plan, cpu_engine, 2, on_start=lambda job: started.append(job), on_done=done)
+    names = [j.src.name for j in plan.jobs]
+    assert [j.src.name for j in started] == names == [o.job.src.name for o in reported]
+    assert list(result.outcomes) == reported
+    assert [o.status for o in reported] == ["done", "failed", "done", "failed", "skipped"]
+
+
+def test_an_engine_error_stops_the_batch_after_the_images_before_it_are_whole(tmp_path, cpu_engine, make_image):
+    from srgpu.engine.cpu import CPUEngine
+
+    class Exploding(CPUEngine):
+        calls = 0
+
+        def upscale_frame(self, planes, specs, max_value):
+            Exploding.calls += 1
+            if Exploding.calls == 3:
+                raise RuntimeError("the GPU fell off the bus")
+            return super().upscale_frame(planes, specs, max_value)
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in "abcd":
+        write_image_atomic(src / f"{name}.png", make_image((6, 5, 3), seed=ord(name)))
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="fell off the bus"):
+        run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), 2)
+    assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]  # whole, no temporary files
+    assert all(read_image(out / n).shape == (12, 10, 3) for n in ("a.png", "b.png"))
+
+
 def test_two_inputs_never_share_one_output(tmp_path, cpu_engine, make_image):
     src = tmp_path / "in"
     src.mkdir()
