@@ -419,7 +419,8 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
                 result = _run_video(job, plan, engine, scale, video, on_frames)
                 report([Outcome(job, result.status, result.message, time.perf_counter() - t0, result.notes)])
     except BaseException:
-        writer.close(raise_errors=False)  # what is being written completes or fails whole, never half
+        # what is being written completes or fails whole, never half, and is still reported
+        report(writer.close(raise_errors=False))
         raise
     report(writer.close())
     return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)

@@ -241,8 +241,10 @@ def test_an_engine_error_stops_the_batch_after_the_images_before_it_are_whole(tm
     for name in "abcd":
         write_image_atomic(src / f"{name}.png", make_image((6, 5, 3), seed=ord(name)))
     out = tmp_path / "out"
+    reported = []
     with pytest.raises(RuntimeError, match="fell off the bus"):
-        run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), 2)
+        run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), 2, on_done=reported.append)
+    assert [(o.job.src.name, o.status) for o in reported] == [("a.png", "done"), ("b.png", "done")]
     assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]  # whole, no temporary files
     assert all(read_image(out / n).shape == (12, 10, 3) for n in ("a.png", "b.png"))
 
