@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import threading
@@ -28,7 +27,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_ffmpeg import ffmpeg, shared_clip  # noqa: E402
+from bench_ffmpeg import default_source, ffmpeg  # noqa: E402
+from srgpu.bench_video import cpu_seconds  # noqa: E402
 from srgpu.engine import create_engine  # noqa: E402
 from srgpu.engine.base import Engine, FrameFormat, FrameProcessor  # noqa: E402
 from srgpu.model import random_model, resolve_model  # noqa: E402
@@ -112,11 +112,6 @@ class ThreadCPU:
         return out
 
 
-def cpu() -> tuple[float, float]:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path)
@@ -129,9 +124,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="srgpu-cpu-share-") as tmp:
         src = args.source
         if src is None:
-            src = Path(tmp) / "bbb_1080p24_x264_crf18.mkv"
-            ffmpeg("-i", str(shared_clip("bbb_720p24_vp8_vorbis.webm")), "-vf", "scale=1920:1080:flags=bicubic",
-                   "-c:v", "libx264", "-crf", "18", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "copy", str(src))
+            src = default_source(Path(tmp))
         if args.slots:
             engine: Engine = SlotEngine(random_model("9-1-5", seed=1), 2)
         else:
@@ -140,19 +133,19 @@ def main() -> None:
             for rnd in range(args.rounds):
                 line = f"{preset:<10} round {rnd}:"
                 if not args.slots:
-                    own0, ch0 = cpu()
+                    own0, ch0 = cpu_seconds()
                     plain = ffmpeg("-i", str(src), "-vf", "scale=iw*2:ih*2:flags=bicubic", "-c:v", "libx264", "-preset",
                                    preset, "-crf", str(args.crf), "-c:a", "copy", str(Path(tmp) / "plain.mkv"))
-                    _, ch1 = cpu()
+                    _, ch1 = cpu_seconds()
                 else:
                     plain = None
                 before = threads.by_name()
-                own1, ch1b = cpu()
+                own1, ch1b = cpu_seconds()
                 t0 = time.perf_counter()
                 result = upscale_video(src, Path(tmp) / "srgpu.mkv", engine, 2,
                                        EncodeOptions(crf=args.crf, preset=preset), overwrite=True)
                 seconds = time.perf_counter() - t0
-                own2, ch2 = cpu()
+                own2, ch2 = cpu_seconds()
                 n = result.frames
                 if plain is not None:
                     line += f" plain {n / plain:6.1f} fps, CPU {1000 * (ch1 - ch0) / n:6.1f} ms/frame |"

@@ -105,11 +105,11 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         say("encode ...")
         stages.append(_encode_stage(job, upscaled, timing))
         say("end-to-end ...")
-        own0, children0 = _cpu_seconds()
+        own0, children0 = cpu_seconds()
         t0 = time.perf_counter()
         result = upscale_video(src, out, engine, scale, options, overwrite=True)
         stages.append(StageResult("end-to-end", result.frames, time.perf_counter() - t0))
-        own1, children1 = _cpu_seconds()
+        own1, children1 = cpu_seconds()
     return VideoBenchReport(
         source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
         engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
@@ -118,7 +118,7 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames)
 
 
-def _cpu_seconds() -> tuple[float, float]:
+def cpu_seconds() -> tuple[float, float]:
     """User + system CPU seconds of this process and of its finished (waited-for) children."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
