@@ -47,14 +47,14 @@ class _Slot:
 
 
 class SlotProcessor(FrameProcessor):
-    """What the GPU path does on the host, minus CUDA: copy the input into a slot's buffer and hand
-    out the slot's (preallocated) output planes until the writer releases them."""
+    """What the GPU path does on the host, minus CUDA: hand out the slot's (preallocated) output
+    planes until the writer releases them (the input is uploaded by DMA from the reader's pinned
+    buffers, which costs the host nothing)."""
 
     in_flight = 3
 
     def __init__(self, engine: Engine, fmt: FrameFormat, slots: int) -> None:
         super().__init__(engine, fmt)
-        self.inputs = [[np.empty(s, fmt.dtype) for s in fmt.in_shapes] for _ in range(slots)]
         self.outputs = [[np.full(sp.out_shape, 128, fmt.dtype) for sp in fmt.specs] for _ in range(slots)]
         self._free = list(range(slots))
         self._cv = threading.Condition()
@@ -69,8 +69,6 @@ class SlotProcessor(FrameProcessor):
             while not self._free:
                 self._cv.wait()
             index = self._free.pop()
-        for host, plane in zip(self.inputs[index], planes):
-            np.copyto(host, plane)
         return _Slot(self, index)
 
 

@@ -99,3 +99,35 @@ def test_overlapped_video_is_bit_identical_to_one_frame_at_a_time(gpu_engine, tm
     for fa, fb in zip(a, b):
         for pa, pb in zip(fa, fb):
             np.testing.assert_array_equal(pa, pb)
+
+
+def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(gpu_engine) -> None:
+    """The video reader decodes into the processor's pinned input buffers, from which frames are
+    uploaded with no host copy, and refills a buffer as soon as submit returns: every result must
+    still be its own frame's (submit waits for the upload), for frames queued back to back."""
+    import cupy as cp
+
+    h, w = 540, 960
+    in_shapes = ((h, w), (h // 2, w // 2), (h // 2, w // 2))
+    specs = (PlaneSpec((2 * h, 2 * w), True), PlaneSpec((h, w), False), PlaneSpec((h, w), False))
+    fmt = FrameFormat(in_shapes, np.dtype(np.uint8), specs, 255)
+    frames = _frames(np.random.default_rng(3), in_shapes, np.uint8, 255, 5)
+    want = [gpu_engine.upscale_frame(f, specs, 255) for f in frames]
+    proc = gpu_engine.frame_processor(fmt, slots=6)
+    buf = proc.input_buffer(sum(a * b for a, b in in_shapes))
+    assert cp.cuda.runtime.pointerGetAttributes(buf.ctypes.data).type == 1  # cudaMemoryTypeHost: pinned
+    views, offset = [], 0
+    for a, b in in_shapes:
+        views.append(buf[offset:offset + a * b].reshape(a, b))
+        offset += a * b
+    jobs = []
+    for f in frames:
+        for v, p in zip(views, f):
+            np.copyto(v, p)
+        jobs.append(proc.submit(views))
+        buf.fill(0xAB)  # the reader decodes the next frame into the same buffer at once
+    for job, e in zip(jobs, want):
+        for gp, ep in zip(job.wait(), e):
+            np.testing.assert_array_equal(gp, ep)
+        job.release()
+    proc.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine.base import PlaneSpec
+from srgpu.engine.base import FrameProcessor, PlaneSpec
 from srgpu.engine.cpu import CPUEngine
 from srgpu.model import random_model
 from srgpu.video import mkv
@@ -310,6 +310,45 @@ def test_decoded_frame_buffers_are_recycled(tmp_path: Path, bicubic2: BicubicEng
     assert len(got) == len(want) == 60
     for g, e in zip(got, want):
         for gp, ep in zip(g, e):
+            np.testing.assert_array_equal(gp, ep)
+
+
+class _BufferTrackingEngine(BicubicEngine):
+    """Hands out its own input buffers (as the GPU engine hands out pinned ones) and records which
+    memory each submitted frame's planes live in."""
+
+    def frame_processor(self, fmt, slots=None):  # type: ignore[no-untyped-def]
+        engine = self
+
+        class Processor(FrameProcessor):
+            def input_buffer(self, nbytes: int) -> np.ndarray:
+                buf = np.empty(nbytes, np.uint8)
+                engine.handed_out.append(buf)
+                return buf
+
+            def submit(self, planes):  # type: ignore[no-untyped-def]
+                engine.submitted.append([any(np.shares_memory(p, b) for b in engine.handed_out) for p in planes])
+                return super().submit(planes)
+
+        self.handed_out: list[np.ndarray] = []
+        self.submitted: list[list[bool]] = []
+        return Processor(self, fmt)
+
+
+def test_frames_are_decoded_into_the_engines_input_buffers(tmp_path: Path) -> None:
+    """The reader decodes every frame straight into memory the engine handed out (pinned on a GPU,
+    uploaded with no host copy), a bounded number of buffers in all, and the frames stay right."""
+    engine = _BufferTrackingEngine(random_model("9-1-5", seed=13), 2)
+    src = make_clip(tmp_path / "src.mkv", size="40x30", frames=24)
+    dst = tmp_path / "out.mkv"
+    result = upscale_video(src, dst, engine, 2, EncodeOptions(codec="ffv1"))
+    assert result.frames == len(engine.submitted) == 24
+    assert all(all(in_buffer) and len(in_buffer) == 3 for in_buffer in engine.submitted)
+    assert 1 <= len(engine.handed_out) <= 4 + 3  # recycled: the queue's depth plus the frames being moved
+    want = expected_frames(engine, src, "yuv420p", 40, 30, 2)
+    got = decode(dst, "yuv420p", 80, 60)
+    for g, e in zip(got, want, strict=True):
+        for gp, ep in zip(g, e, strict=True):
             np.testing.assert_array_equal(gp, ep)
 
 

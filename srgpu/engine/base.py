@@ -57,6 +57,12 @@ class FrameProcessor:
         self.engine = engine
         self.fmt = fmt
 
+    def input_buffer(self, nbytes: int) -> np.ndarray:
+        """Host memory (1-D uint8) for the caller to decode frames into, reused frame after frame.
+        Engines hand out memory they read fastest: the GPU's is pinned, so ``submit`` uploads
+        straight from it with no copy on the host."""
+        return np.empty(nbytes, np.uint8)
+
     def submit(self, planes: Sequence[np.ndarray]) -> Any:
         """Queue one frame. When this returns, ``planes`` have been copied or consumed: the caller
         may reuse their memory at once (the video reader recycles its buffers on that promise), and

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..engine.base import Engine, FrameFormat, PlaneSpec
+from ..engine.base import Engine, FrameFormat, FrameProcessor, PlaneSpec
 from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer
@@ -86,6 +86,21 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     decoded, upscaled = _Channel(depth, stop), _Channel(depth, stop)
     started = time.perf_counter()
 
+    def open_processor(in_shapes: tuple[tuple[int, int], ...], dtype: np.dtype) -> FrameProcessor:
+        # a slot is held by each frame in flight (<= 3), in the queue (depth) and in the writer (2:
+        # the one being written, the one lent to the pipe until the next is written): fewer slots
+        # than that could block submit forever
+        return engine.frame_processor(FrameFormat(in_shapes, dtype, tuple(specs), max_value),
+                                      slots if slots is not None else depth + 5)
+
+    opened: list[FrameProcessor] = []
+    if reader.size is not None:
+        # the frame format is known before decoding: frames are decoded straight into the engine's
+        # input buffers (pinned memory on a GPU, uploaded with no host copy)
+        shapes = tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size))
+        opened.append(open_processor(shapes, reader.layout.dtype))
+        reader.allocate = opened[0].input_buffer
+
     def read() -> None:
         reader.start()
         for frame in reader.frames():
@@ -95,7 +110,8 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     def process() -> None:
         # up to processor.in_flight frames are queued on the engine before the oldest is awaited,
         # so a GPU engine overlaps upload, compute and download; order is kept by the FIFO
-        processor = None
+        processor = opened[0] if opened else None
+        dtype = reader.layout.dtype
         pending: deque[tuple[Frame, object]] = deque()
 
         def hand_on() -> None:
@@ -110,12 +126,7 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                 frame: Frame = item  # type: ignore[assignment]
                 if processor is None:
                     dtype = frame.planes[0].dtype
-                    # a slot is held by each frame in flight (<= 3), in the queue (depth) and in the
-                    # writer (2: the one being written, the one lent to the pipe until the next is
-                    # written): fewer slots than that could block submit forever
-                    processor = engine.frame_processor(FrameFormat(
-                        tuple(p.shape for p in frame.planes), dtype, tuple(specs), max_value),
-                        slots if slots is not None else depth + 5)
+                    processor = open_processor(tuple(p.shape for p in frame.planes), dtype)
                 while len(pending) >= processor.in_flight:
                     hand_on()
                 job = processor.submit(frame.planes)

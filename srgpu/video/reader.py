@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -75,8 +75,11 @@ class Reader(ffmpeg.Child):
         self.frames_read = 0
         self.repaired = 0  # frames whose timestamp did not increase (broken files), moved forward
         self.last_time: float | None = None  # seconds, of the last frame read
-        self._pool: deque[bytearray] = deque()  # frame buffers given back by Frame.recycle
+        self._pool: deque = deque()  # frame buffers given back by Frame.recycle
         self.buffers_allocated = 0
+        # makes a frame buffer of n bytes; the pipeline sets the engine's (pinned memory on a GPU,
+        # from which frames are uploaded without a copy)
+        self.allocate: Callable[[int], Any] = bytearray
         self._meta: queue.Queue = queue.Queue()
         super().__init__()
         # where the decoder was when ffmpeg first logged an error: stderr is one ordered stream,
@@ -129,7 +132,7 @@ class Reader(ffmpeg.Child):
                     except queue.Empty:
                         return None
 
-    def _frame_buffer(self, size: int) -> bytearray:
+    def _frame_buffer(self, size: int) -> Any:
         """A recycled buffer of ``size`` bytes, or a new one: the pool grows to the number of frames
         between decoding and processing, then no frame allocates."""
         while self._pool:
@@ -137,9 +140,9 @@ class Reader(ffmpeg.Child):
             if len(buf) == size:
                 return buf
         self.buffers_allocated += 1
-        return bytearray(size)
+        return self.allocate(size)
 
-    def _recycler(self, buf: bytearray) -> Callable[[], None]:
+    def _recycler(self, buf: Any) -> Callable[[], None]:
         given = [False]
 
         def recycle() -> None:  # once: a buffer twice in the pool would be shared by two frames
@@ -148,7 +151,7 @@ class Reader(ffmpeg.Child):
                 self._pool.append(buf)
         return recycle
 
-    def _read_exact(self, size: int, buf: bytearray | None = None) -> bytearray | None:
+    def _read_exact(self, size: int, buf: Any = None) -> Any:
         buf = bytearray(size) if buf is None else buf
         view = memoryview(buf)
         got = 0
@@ -206,7 +209,7 @@ class Reader(ffmpeg.Child):
             yield Frame(meta.index, pts, meta.duration, planes, recycle=self._recycler(data))
         self._finish()
 
-    def _split(self, data: bytearray, width: int, height: int) -> list[np.ndarray]:
+    def _split(self, data: Any, width: int, height: int) -> list[np.ndarray]:
         flat = np.frombuffer(data, dtype=self.layout.dtype)
         planes, offset = [], 0
         for h, w in self.layout.plane_shapes(width, height):
