@@ -77,3 +77,24 @@ def test_resume_refuses_other_settings_or_no_state(tmp_path: Path, hr_folder: Pa
     assert train(tmp_path / "m.npz", hr_folder, "--time-limit", "0").returncode == 0
     other = train(tmp_path / "m.npz", hr_folder, "--resume", "--lr", "5e-4")
     assert other.returncode == 1 and "--lr 0.001 (now 0.0005)" in other.stderr
+
+
+def test_the_trained_centre_is_the_inference_networks_centre() -> None:
+    """Training computes only the scored centre of each patch, with 'valid' convolutions: it must be
+    exactly the inference network's ('same' size, replicate border) output there."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from train import SRCNN
+
+    torch.manual_seed(0)
+    for f1, f2, f3 in ((9, 1, 5), (9, 5, 5)):
+        net = SRCNN(f1, f2, f3)
+        torch.nn.init.normal_(net.conv3.weight, std=0.05)  # not the near-zero initial layer
+        h = net.halo
+        x = torch.rand(3, 1, 21 + 2 * h, 17 + 2 * h)
+        with torch.no_grad():
+            whole = net(x)
+            centre = net.forward_centre(x)
+        assert centre.shape == (3, 1, 21, 17)
+        torch.testing.assert_close(centre, whole[..., h:h + 21, h:h + 17], rtol=0, atol=1e-6)
