@@ -10,7 +10,8 @@ modcropped planes (the kernel and the pixel-centre mapping are symmetric).
 
 The network is the inference network: 'same' convolutions with replicate padding at every
 layer. The loss is MSE on each patch's centre, away from the patch's cut edges, so every
-pixel it scores saw the same context it sees at inference.
+pixel it scores saw the same context it sees at inference; a step computes that centre alone,
+with 'valid' convolutions (the same values and gradients without the padded border's work).
 
 A validation split (every --val-every-nth plane of the sorted list, original scale only) drives
 model selection; Set5, if given, is only reported. Seeded; the result is deterministic up to
@@ -193,42 +194,21 @@ def git_commit() -> str:
 
 
 class TrainStep:
-    """One optimiser step on a batch (the patches' centres scored); --amp runs the convolutions in
-    fp16/bf16 (fp32 weights, loss and update).
+    """One optimiser step on a batch; --amp runs the convolutions in fp16/bf16 (fp32 weights, loss and
+    update), which cuDNN runs several times faster on tensor cores than TF32."""
 
-    With ``graph`` (CUDA only), the step's forward, backward and Adam update are captured once in
-    a CUDA graph and replayed: one launch per step instead of dozens, which is what bounds a
-    network this small (the batch is copied into the graph's static input first). The learning
-    rates then live in device tensors (``set_lr``), as a captured step cannot read Python floats."""
-
-    EAGER_STEPS = 3  # warm-up before capture: cuDNN's algorithm search and the allocator settle
-
-    def __init__(self, net: SRCNN, opt: torch.optim.Optimizer, patch: int, amp: str, device: torch.device,
-                 graph: bool = False) -> None:
+    def __init__(self, net: SRCNN, opt: torch.optim.Optimizer, patch: int, amp: str, device: torch.device) -> None:
         self.net, self.opt, self.patch, self.device = net, opt, patch, device
         self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
         self.scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-        if graph and (device.type != "cuda" or amp == "fp16"):
-            raise SystemExit("--graph needs a CUDA device and no fp16 loss scaling (--amp off or bf16)")
-        self.graph = graph
-        self._eager_left = self.EAGER_STEPS
-        self._cuda_graph = None
-        self._static: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         if self.dtype is not None:
             net.to(memory_format=torch.channels_last)
 
-    def set_lr(self, lr: float) -> None:
-        for g in self.opt.param_groups:
-            if isinstance(g["lr"], torch.Tensor):
-                g["lr"].fill_(lr * g["lr_mult"])
-            else:
-                g["lr"] = lr * g["lr_mult"]
-
-    def _step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.dtype is not None:
             x = x.contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=self.dtype or torch.float32, enabled=self.dtype is not None):
-            out = self.net.forward_centre(x)
+            out = self.net.forward_centre(x)  # the scored centre only (patch x patch)
         loss = F.mse_loss(out.float(), y)
         self.opt.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
@@ -236,36 +216,11 @@ class TrainStep:
         self.scaler.update()
         return loss.detach()
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        if not self.graph:
-            return self._step(x, y)
-        if self._cuda_graph is None and self._eager_left > 0:
-            # warm-up steps are real steps of the schedule, run on a side stream as capture requires
-            self._eager_left -= 1
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                loss = self._step(x, y)
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            return loss
-        if self._cuda_graph is None:
-            sx, sy = x.clone(), y.clone()
-            self.opt.zero_grad(set_to_none=True)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                sloss = self._step(sx, sy)
-            self._cuda_graph, self._static = g, (sx, sy, sloss)
-        sx, sy, sloss = self._static
-        sx.copy_(x)
-        sy.copy_(y)
-        self._cuda_graph.replay()
-        return sloss
-
 
 # what a resumed run must share with the run it continues: everything that shapes the schedule,
 # the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
 RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
-               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "graph", "deterministic", "device_type")
+               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type")
 
 
 def resume_settings(args: argparse.Namespace) -> dict:
@@ -318,18 +273,12 @@ def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer,
     return state["iteration"], best, state["history"], state["init_meta"], state["segments"]
 
 
-def make_optimizer(net: SRCNN, lr: float, graph: bool = False) -> torch.optim.Adam:
-    """Adam; the last layer learns slower, as in the paper (1e-4 vs 1e-5 there). For a captured
-    step (``graph``), capturable Adam with each group's rate in a device tensor."""
-    device = net.conv1.weight.device
-
-    def rate(mult: float) -> float | torch.Tensor:
-        return torch.tensor(lr * mult, device=device) if graph else lr * mult
-
+def make_optimizer(net: SRCNN, lr: float) -> torch.optim.Adam:
+    # the last layer learns slower, as in the paper (1e-4 vs 1e-5 there)
     return torch.optim.Adam([
-        {"params": list(net.conv1.parameters()) + list(net.conv2.parameters()), "lr_mult": 1.0, "lr": rate(1.0)},
-        {"params": list(net.conv3.parameters()), "lr_mult": 0.1, "lr": rate(0.1)},
-    ], lr=lr, capturable=graph)
+        {"params": list(net.conv1.parameters()) + list(net.conv2.parameters()), "lr_mult": 1.0},
+        {"params": list(net.conv3.parameters()), "lr_mult": 0.1},
+    ], lr=lr)
 
 
 # ---------------------------------------------------------------- main
@@ -361,8 +310,6 @@ def main() -> None:
                     help="train in full fp32 (default: TF32 convolutions, 2-3x faster; evaluation is fp32)")
     ap.add_argument("--amp", choices=["off", "fp16", "bf16"], default="off",
                     help="mixed-precision training steps (autocast, channels_last); validation stays fp32")
-    ap.add_argument("--graph", action=argparse.BooleanOptionalAction, default=None,
-                    help="replay each step as one CUDA graph (default: on a CUDA device)")
     ap.add_argument("--log", type=Path)
     ap.add_argument("--state", type=Path,
                     help="the resumable training state (weights, optimiser, RNGs, history), rewritten at "
@@ -377,8 +324,6 @@ def main() -> None:
         args.state = args.out.with_suffix(".state.pt")
 
     f1, f2, f3 = (int(v) for v in args.arch.split("-"))
-    if args.graph is None:
-        args.graph = torch.device(args.device).type == "cuda" and args.amp != "fp16"
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     device = torch.device(args.device)
@@ -427,8 +372,8 @@ def main() -> None:
                 conv.bias.copy_(torch.from_numpy(getattr(init, f"conv{i}_bias")))
         log(f"initialised from {args.init}")
 
-    opt = make_optimizer(net, args.lr, args.graph)
-    step = TrainStep(net, opt, args.patch, args.amp, device, args.graph)
+    opt = make_optimizer(net, args.lr)
+    step = TrainStep(net, opt, args.patch, args.amp, device)
 
     def lr_at(it: int) -> float:
         if it < args.warmup:
@@ -449,8 +394,7 @@ def main() -> None:
             "train_planes": len(train_planes), "val_planes": len(val_pairs),
             "hr_scales": args.hr_scales, "patches": int(len(xs)),
             "iterations": args.iters, "iterations_done": done, "selected_iteration": best[1],
-            "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "graph": args.graph,
-            "lr": args.lr,
+            "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "lr": args.lr,
             "lr_final": args.lr_final, "warmup": args.warmup, "seed": args.seed,
             # a run in pieces is described by its first piece; every piece is under "segments"
             "commit": segments[0]["commit"] if segments else git_commit(),
@@ -486,7 +430,8 @@ def main() -> None:
     stopped = False
     for it in range(start, args.iters):
         lr = lr_at(it)
-        step.set_lr(lr)
+        for g in opt.param_groups:
+            g["lr"] = lr * g["lr_mult"]
         idx = torch.randint(0, x_all.shape[0], (args.batch,), device=device, generator=gen)
         k = int(aug_rng.integers(8))
         x = dihedral(x_all[idx], k)
