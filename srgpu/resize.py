@@ -32,6 +32,7 @@ class Contributions:
 
     weights: np.ndarray  # (out_length, taps) float64
     indices: np.ndarray  # (out_length, taps) int64, already folded into [0, in_length)
+    unfolded: np.ndarray  # (out_length, taps) int64, the same 0-based indices before the border fold
 
     @property
     def taps(self) -> int:
@@ -61,10 +62,17 @@ def contributions(in_length: int, out_length: int, scale: float, antialias: bool
     aux = np.concatenate([np.arange(in_length), np.arange(in_length - 1, -1, -1)])
     folded = aux[np.mod(idx.astype(np.int64) - 1, aux.size)]
     keep = np.any(w != 0, axis=0)
-    w, folded = w[:, keep], folded[:, keep]
-    w.setflags(write=False)
-    folded.setflags(write=False)
-    return Contributions(weights=w, indices=folded)
+    w, folded, unfolded = w[:, keep], folded[:, keep], idx[:, keep].astype(np.int64) - 1
+    for a in (w, folded, unfolded):
+        a.setflags(write=False)
+    return Contributions(weights=w, indices=folded, unfolded=unfolded)
+
+
+def mirror(index: np.ndarray, length: int) -> np.ndarray:
+    """0-based indices folded into [0, length) by the symmetric border of :func:`contributions`
+    (..., 1, 0 | 0, 1, ..., n-1 | n-1, n-2, ...)."""
+    aux = np.concatenate([np.arange(length), np.arange(length - 1, -1, -1)])
+    return aux[np.mod(np.asarray(index, dtype=np.int64), aux.size)]
 
 
 def output_size(in_hw: tuple[int, int], scale: float) -> tuple[int, int]:

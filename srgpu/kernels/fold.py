@@ -1,0 +1,110 @@
+"""conv1 with the bicubic upscale folded in: one linear map of the low-resolution samples.
+
+The luma path upscales the LR plane bicubically (symmetric border at the LR edge), then conv1
+reads the upscale with a replicate border at its own edge. Both steps are linear, so along one
+axis, for output index y::
+
+    upscaled[clamp(y + d - k//2)] = sum_a V_y[d, a] * lr[mirror(start_y + a)]     (d < k)
+
+and conv1's channel c at (y, x) is ``sum_ab (V_y^T W_c H_x)[a, b] * lr[mirror(start_y + a),
+mirror(start_x + b)]``: a filter on a small window of LR samples. Away from the upscaled frame's
+edge (more than k//2 samples) V_y depends only on the phase y mod s and start_y = y // s +
+offset[phase], so s*s filters serve the whole interior; only the k//2 rows and columns at each
+edge have filters of their own (the LR mirror needs none: it is applied when reading).
+
+Why it matters for the fused kernels (issue 6): reading integer LR samples (exact in fp16) they
+skip the bicubic pass, read 8x8 LR samples per output instead of 9x9 upscaled ones at x2 (7x7 at
+x3, 6x6 at x4), and on tensor cores only the weights need the hi/lo split (two MMAs, not three).
+This module holds the tables and the float64 reference such a kernel is checked against; no
+kernel uses it yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..resize import contributions, mirror
+
+
+@dataclass(frozen=True)
+class AxisFold:
+    """One axis of a k-tap filter on a bicubic upscale: output y reads LR window
+    ``mirror(starts[y] + arange(taps))`` with weights ``weights[y]`` (k, taps), one row per tap d."""
+
+    starts: np.ndarray  # (out_len,) int64, unfolded (may lie outside [0, in_len): mirror when reading)
+    weights: np.ndarray  # (out_len, k, taps) float64
+
+    @property
+    def taps(self) -> int:
+        return int(self.weights.shape[2])
+
+    def windows(self, in_len: int) -> np.ndarray:
+        """(out_len, taps) LR indices each output reads, the symmetric border applied."""
+        return mirror(self.starts[:, None] + np.arange(self.taps)[None, :], in_len)
+
+
+def axis_fold(in_len: int, out_len: int, k: int = 9) -> AxisFold:
+    """The fold of a k-tap filter (replicate border) over the bicubic upscale in_len -> out_len."""
+    c = contributions(in_len, out_len, out_len / in_len, True)
+    r = k // 2
+    rows = np.clip(np.arange(out_len)[:, None] + np.arange(-r, r + 1)[None, :], 0, out_len - 1)  # (out, k)
+    idx = c.unfolded[rows]  # (out, k, bicubic taps), unfolded LR indices
+    starts = idx.min(axis=(1, 2))
+    taps = int((idx.max(axis=(1, 2)) - starts).max()) + 1
+    weights = np.zeros((out_len, k, taps))
+    out, d, _ = np.indices(idx.shape)
+    np.add.at(weights, (out, d, idx - starts[:, None, None]), c.weights[rows])
+    return AxisFold(starts, weights)
+
+
+@dataclass(frozen=True)
+class PhaseFilters:
+    """conv1 folded for the interior of a frame: output (y, x) of phase (y % s, x % s) reads LR
+    rows y // s + offsets[y % s] + a and columns x // s + offsets[x % s] + b (a, b < taps)."""
+
+    scale: int
+    offsets: np.ndarray  # (s,) int64
+    filters: np.ndarray  # (s, s, cout, taps, taps) float64: [phase y, phase x, channel, a, b]
+
+    @property
+    def taps(self) -> int:
+        return int(self.filters.shape[-1])
+
+
+def _fold2d(v: np.ndarray, weight: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """(k, ty) x (cout, k, k) x (k, tx) -> (cout, ty, tx)."""
+    return np.einsum("da,cde,eb->cab", v, weight, h)
+
+
+def phase_filters(conv1_weight: np.ndarray, scale: int) -> PhaseFilters:
+    """The s*s interior filters of conv1 (weight (cout, 1, k, k)) folded with the x``scale`` upscale."""
+    k = conv1_weight.shape[-1]
+    n = 4 * k  # long enough that the middle outputs are interior
+    fold = axis_fold(n, n * scale, k)
+    mid = (n // 2) * scale  # phase 0, far from both edges
+    ys = [mid + p for p in range(scale)]
+    offsets = np.array([fold.starts[y] - y // scale for y in ys], dtype=np.int64)
+    weight = conv1_weight[:, 0].astype(np.float64)
+    filters = np.stack([np.stack([_fold2d(fold.weights[y], weight, fold.weights[x]) for x in ys]) for y in ys])
+    return PhaseFilters(scale, offsets, filters)
+
+
+def conv1_folded_reference(lr: np.ndarray, conv1_weight: np.ndarray, conv1_bias: np.ndarray,
+                           out_shape: tuple[int, int]) -> np.ndarray:
+    """conv1 (before ReLU) of the bicubic upscale of ``lr`` (h, w) to ``out_shape``, computed the
+    folded way: every output from its own folded filter on its mirrored LR window. float64,
+    (cout, H, W); equal to conv1 on the upscaled plane, edges included."""
+    lr = np.asarray(lr, dtype=np.float64)
+    (h, w), (H, W) = lr.shape, out_shape
+    k = conv1_weight.shape[-1]
+    fy, fx = axis_fold(h, H, k), axis_fold(w, W, k)
+    rows, cols = fy.windows(h), fx.windows(w)
+    weight = conv1_weight[:, 0].astype(np.float64)
+    out = np.empty((weight.shape[0], H, W))
+    for y in range(H):
+        filters = np.einsum("da,cde,xeb->xcab", fy.weights[y], weight, fx.weights)  # (W, cout, ty, tx)
+        window = lr[rows[y]][:, cols].transpose(1, 0, 2)  # (W, ty, tx)
+        out[:, y, :] = np.einsum("xcab,xab->cx", filters, window)
+    return out + np.asarray(conv1_bias, dtype=np.float64)[:, None, None]

@@ -1,0 +1,50 @@
+"""conv1 with the bicubic folded in (srgpu.kernels.fold): the same values as conv1 on the bicubic
+upscale, edges included, and the interior served by s*s phase filters on small LR windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from srgpu.kernels.fold import axis_fold, conv1_folded_reference, phase_filters
+from srgpu.reference import conv_single_in
+from srgpu.resize import imresize
+
+SIZES = [(1, 1), (5, 9), (7, 13), (17, 33)]  # (h, w) of the LR plane
+
+
+def _conv1(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    return rng.normal(0, 0.1, (64, 1, 9, 9)), rng.normal(0, 0.1, 64)
+
+
+@pytest.mark.parametrize("scale", [2, 3, 4])
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for h, w in SIZES])
+def test_folded_conv1_equals_conv1_on_the_upscale(size: tuple[int, int], scale: int) -> None:
+    rng = np.random.default_rng(size[0] * 10 + scale)
+    lr = rng.integers(0, 256, size).astype(np.float64) / 255.0
+    weight, bias = _conv1(rng)
+    upscaled = imresize(lr, float(scale))
+    want = conv_single_in(upscaled, weight, bias)
+    got = conv1_folded_reference(lr, weight, bias, upscaled.shape)
+    assert got.shape == want.shape == (64,) + upscaled.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale, taps", [(2, 8), (3, 7), (4, 6)])
+def test_the_interior_needs_one_filter_per_phase_on_a_small_window(scale: int, taps: int) -> None:
+    rng = np.random.default_rng(scale)
+    weight, _ = _conv1(rng)
+    phases = phase_filters(weight, scale)
+    assert phases.taps == taps  # LR samples per axis, against 9 upscaled ones
+    h, w = 11, 14
+    H, W = h * scale, w * scale
+    fy, fx = axis_fold(h, H), axis_fold(w, W)
+    w0 = weight[:, 0]
+    for y in range(4, H - 4):
+        assert fy.starts[y] == y // scale + phases.offsets[y % scale]
+        for x in range(4, W - 4):
+            own = np.einsum("da,cde,eb->cab", fy.weights[y], w0, fx.weights[x])
+            np.testing.assert_allclose(own, phases.filters[y % scale, x % scale], rtol=0, atol=1e-12)
+    # the edge rows are not phase-periodic: they need filters of their own
+    edge = np.einsum("da,cde,eb->cab", fy.weights[0], w0, fx.weights[W // 2])
+    assert not np.allclose(edge, phases.filters[0, (W // 2) % scale], atol=1e-6)
