@@ -58,11 +58,9 @@ def contributions(in_length: int, out_length: int, scale: float, antialias: bool
     idx = left[:, None] + np.arange(taps)[None, :]  # 1-based, may fall outside the image
     w = kernel(u[:, None] - idx)
     w = w / w.sum(axis=1, keepdims=True)
-    # symmetric border: 1..n, n..1 repeated
-    aux = np.concatenate([np.arange(in_length), np.arange(in_length - 1, -1, -1)])
-    folded = aux[np.mod(idx.astype(np.int64) - 1, aux.size)]
     keep = np.any(w != 0, axis=0)
-    w, folded, unfolded = w[:, keep], folded[:, keep], idx[:, keep].astype(np.int64) - 1
+    w, unfolded = w[:, keep], idx[:, keep].astype(np.int64) - 1  # 0-based
+    folded = mirror(unfolded, in_length)
     for a in (w, folded, unfolded):
         a.setflags(write=False)
     return Contributions(weights=w, indices=folded, unfolded=unfolded)
