@@ -48,8 +48,9 @@ class _Slot:
 
 class SlotProcessor(FrameProcessor):
     """What the GPU path does on the host, minus CUDA: hand out the slot's (preallocated) output
-    planes until the writer releases them (the input is uploaded by DMA from the reader's pinned
-    buffers, which costs the host nothing)."""
+    planes until the writer releases them. The GPU uploads each input by DMA from the reader's
+    pinned buffer, which costs the host nothing, so nothing is copied here (the reader's buffers
+    are plain memory: no pinned allocations are measured)."""
 
     in_flight = 3
 

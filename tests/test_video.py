@@ -352,6 +352,18 @@ def test_frames_are_decoded_into_the_engines_input_buffers(tmp_path: Path) -> No
             np.testing.assert_array_equal(gp, ep)
 
 
+def test_the_pipeline_needs_the_frame_size_before_decoding(tmp_path: Path, bicubic2: BicubicEngine) -> None:
+    """Frames are decoded into the engine's buffers, so the format must be known up front: a reader
+    without the stream header's size is refused before anything starts."""
+    src = make_clip(tmp_path / "src.mkv", size="40x30", frames=2)
+    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    args = {k: v for k, v in job.reader_args.items() if k != "size"}
+    reader = Reader(job.src, job.stream.index, job.layout, **args)
+    with pytest.raises(ValueError, match="frame size"):
+        run_pipeline(reader, bicubic2, job.specs, job.layout.max_value, Writer(job.plan))
+    assert reader._proc is None and not job.plan.tmp.exists()
+
+
 def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
     """A full-range (yuvj420p, 'pc') H.264 source stays full range: no range squeeze on the way
     in or out (lossless x264 on both ends shows the pixels are exactly the engine's)."""

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..engine.base import Engine, FrameFormat, FrameProcessor, PlaneSpec
+from ..engine.base import Engine, FrameFormat, PlaneSpec
 from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer
@@ -86,20 +86,18 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     decoded, upscaled = _Channel(depth, stop), _Channel(depth, stop)
     started = time.perf_counter()
 
-    def open_processor(in_shapes: tuple[tuple[int, int], ...], dtype: np.dtype) -> FrameProcessor:
-        # a slot is held by each frame in flight (<= 3), in the queue (depth) and in the writer (2:
-        # the one being written, the one lent to the pipe until the next is written): fewer slots
-        # than that could block submit forever
-        return engine.frame_processor(FrameFormat(in_shapes, dtype, tuple(specs), max_value),
-                                      slots if slots is not None else depth + 5)
-
-    opened: list[FrameProcessor] = []
-    if reader.size is not None:
-        # the frame format is known before decoding: frames are decoded straight into the engine's
-        # input buffers (pinned memory on a GPU, uploaded with no host copy)
-        shapes = tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size))
-        opened.append(open_processor(shapes, reader.layout.dtype))
-        reader.allocate = opened[0].input_buffer
+    if reader.size is None:
+        raise ValueError("run_pipeline needs the reader's frame size (the stream header's)")
+    # the frame format is known before decoding, so frames are decoded straight into the engine's
+    # input buffers (pinned memory on a GPU, uploaded with no host copy); the reader refuses
+    # frames of another size. A slot is held by each frame in flight (<= 3), in the queue (depth)
+    # and in the writer (2: the one being written, the one lent to the pipe until the next is
+    # written): fewer slots than that could block submit forever.
+    dtype = reader.layout.dtype
+    processor = engine.frame_processor(
+        FrameFormat(tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size)), dtype, tuple(specs),
+                    max_value), slots if slots is not None else depth + 5)
+    reader.allocate = processor.input_buffer
 
     def read() -> None:
         reader.start()
@@ -110,8 +108,6 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     def process() -> None:
         # up to processor.in_flight frames are queued on the engine before the oldest is awaited,
         # so a GPU engine overlaps upload, compute and download; order is kept by the FIFO
-        processor = opened[0] if opened else None
-        dtype = reader.layout.dtype
         pending: deque[tuple[Frame, object]] = deque()
 
         def hand_on() -> None:
@@ -124,9 +120,6 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
         try:
             while (item := decoded.get()) is not _END:
                 frame: Frame = item  # type: ignore[assignment]
-                if processor is None:
-                    dtype = frame.planes[0].dtype
-                    processor = open_processor(tuple(p.shape for p in frame.planes), dtype)
                 while len(pending) >= processor.in_flight:
                     hand_on()
                 job = processor.submit(frame.planes)
@@ -137,12 +130,10 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
             while pending:
                 hand_on()
         except BaseException:
-            if processor is not None:
-                with contextlib.suppress(Exception):  # the first error is the one to report
-                    processor.close()
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                processor.close()
             raise
-        if processor is not None:
-            processor.close()
+        processor.close()
         upscaled.put(_END)
 
     def write() -> None:

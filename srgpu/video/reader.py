@@ -137,7 +137,7 @@ class Reader(ffmpeg.Child):
         between decoding and processing, then no frame allocates."""
         while self._pool:
             buf = self._pool.pop()
-            if len(buf) == size:
+            if memoryview(buf).nbytes == size:
                 return buf
         self.buffers_allocated += 1
         return self.allocate(size)
