@@ -179,6 +179,13 @@ def video_dir(shared_data: Path) -> Path:
     return shared_data / "video"
 
 
+def assert_same_frames(got: list[list[np.ndarray]], want: list[list[np.ndarray]]) -> None:
+    """Frame for frame, plane for plane, the same samples (and as many of each)."""
+    for g, e in zip(got, want, strict=True):
+        for gp, ep in zip(g, e, strict=True):
+            np.testing.assert_array_equal(gp, ep)
+
+
 def expected_frames(engine: CPUEngine, src: Path, layout_name: str, width: int, height: int,
                     scale: int, decoder: str | None = None, limit: int | None = None) -> list[list[np.ndarray]]:
     """What the engine makes of the source's decoded frames (the first ``limit``), plane by plane."""
@@ -347,9 +354,7 @@ def test_frames_are_decoded_into_the_engines_input_buffers(tmp_path: Path) -> No
     assert 1 <= len(engine.handed_out) <= 4 + 3  # recycled: the queue's depth plus the frames being moved
     want = expected_frames(engine, src, "yuv420p", 40, 30, 2)
     got = decode(dst, "yuv420p", 80, 60)
-    for g, e in zip(got, want, strict=True):
-        for gp, ep in zip(g, e, strict=True):
-            np.testing.assert_array_equal(gp, ep)
+    assert_same_frames(got, want)
 
 
 def test_the_pipeline_needs_the_frame_size_before_decoding(tmp_path: Path, bicubic2: BicubicEngine) -> None:
@@ -374,9 +379,7 @@ def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
     assert "yuvj420p(pc" in stream_lines(dst, "Video")[0]
     want = expected_frames(engine2, src, "yuvj420p", 64, 48, 2)
     got = decode(dst, "yuvj420p", 128, 96)
-    for g, e in zip(got, want, strict=True):
-        for gp, ep in zip(g, e, strict=True):
-            np.testing.assert_array_equal(gp, ep)
+    assert_same_frames(got, want)
 
 
 def test_rgb_source_goes_through_yuv444(tmp_path: Path, engine2: CPUEngine) -> None:
