@@ -131,3 +131,16 @@ def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(gpu_eng
             np.testing.assert_array_equal(gp, ep)
         job.release()
     proc.close()
+
+
+def test_close_waits_for_every_slots_downloads(gpu_engine) -> None:
+    """On an error path frames are submitted and never waited for; close() must not return while a
+    download into a slot's pinned output is still running (the buffers go back to the pool after)."""
+    h, w = 1080, 1920
+    in_shapes = ((h, w),)
+    fmt = FrameFormat(in_shapes, np.dtype(np.uint8), (PlaneSpec((2 * h, 2 * w), True),), 255)
+    frames = _frames(np.random.default_rng(4), in_shapes, np.uint8, 255, 3)
+    proc = gpu_engine.frame_processor(fmt, slots=4)
+    jobs = [proc.submit(f) for f in frames]  # nobody waits: the last downloads follow the compute
+    proc.close()
+    assert all(job.slot.downloaded.done for job in jobs)

@@ -77,6 +77,7 @@ class OverlappedGPU(FrameProcessor):
         self._cp = cp
         self._cond = threading.Condition()
         self._free: deque[_Slot] = deque()
+        self._slots: list[_Slot] = []  # all of them, free or not: close() waits for each one's copies
         with engine.device, engine._guard("allocating pinned frame buffers"):
             for i in range(slots):
                 host_out = [cupyx.empty_pinned(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs]
@@ -85,7 +86,8 @@ class OverlappedGPU(FrameProcessor):
                 stream = cp.cuda.Stream(non_blocking=True)
                 # block=True: a host wait sleeps instead of spinning a CPU core (cudaEventBlockingSync)
                 events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(3)]
-                self._free.append(_Slot(i, host_out, dev_in, dev_out, stream, *events))
+                self._slots.append(_Slot(i, host_out, dev_in, dev_out, stream, *events))
+        self._free.extend(self._slots)
         self._cupyx = cupyx
 
     def input_buffer(self, nbytes: int) -> np.ndarray:
@@ -154,9 +156,13 @@ class OverlappedGPU(FrameProcessor):
             return len(self._free)
 
     def close(self) -> None:
-        """Wait for everything queued (so no buffer is freed under a running copy)."""
+        """Wait for everything queued (so no buffer is freed under a running copy): the compute
+        stream, and every slot's copy stream, whose downloads may still be running on an error path
+        where nobody waited for them."""
         try:
             with self.engine.device:
                 self.engine.stream.synchronize()
+                for slot in self._slots:
+                    slot.stream.synchronize()
         except Exception as e:  # noqa: BLE001 - reported, not hidden: the caller is already failing or done
             raise EngineError(f"GPU error while finishing: {' '.join(str(e).split())}") from None
