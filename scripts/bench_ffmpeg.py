@@ -6,7 +6,11 @@ For each preset P: `ffmpeg -i SRC -vf scale=W:H:flags=bicubic -c:v libx264 -pres
 per second of each and the ratio. The default source is the Big Buck Bunny clip of
 ../shared/data/video scaled to 1920x1080 and encoded x264 crf 18, so the content is real.
 
-    python3 scripts/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--repeats N] [--json]
+    python3 scripts/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--repeats N]
+                                    [--hwdec no auto] [--json]
+
+The plain ffmpeg command always decodes in software, as a user would type it; srgpu decodes as
+--hwdec says (auto: on NVDEC where it gives the software decoder's exact frames).
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--precision", default="auto", choices=["fp32", "fp16", "auto"])
     ap.add_argument("--repeats", type=int, default=1, help="alternating rounds per preset (medians reported)")
+    ap.add_argument("--hwdec", nargs="+", default=["auto"], choices=["auto", "nvdec", "no"],
+                    help="srgpu's decoding, one row each (e.g. --hwdec no auto: the CPU decoder beside NVDEC)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.repeats < 1:
@@ -91,7 +97,7 @@ def main() -> None:
             engine.plan_for((v.height, v.width), (H, W))
         tune_s = time.perf_counter() - t0
         rows = []
-        for preset in args.presets:
+        for preset, hwdec in [(p, h) for p in args.presets for h in args.hwdec]:
             # plain and srgpu alternate, so a slow spell of the machine hits both; the ratio is the
             # median of the rounds' ratios
             plain_s, ours_s = [], []
@@ -101,11 +107,11 @@ def main() -> None:
                                       str(tmpdir / f"plain_{preset}.mkv")))
                 t0 = time.perf_counter()
                 result = upscale_video(src, tmpdir / f"srgpu_{preset}.mkv", engine, args.scale,
-                                       EncodeOptions(crf=args.crf, preset=preset), overwrite=True)
+                                       EncodeOptions(crf=args.crf, preset=preset), overwrite=True, hwdec=hwdec)
                 ours_s.append(time.perf_counter() - t0)
                 assert result.frames == frames, (result.frames, frames)
             ratios = [p / o for p, o in zip(plain_s, ours_s)]
-            rows.append({"preset": preset, "frames": frames, "ffmpeg_fps": frames / statistics.median(plain_s),
+            rows.append({"preset": preset, "hwdec": hwdec, "decoder": result.decoder, "frames": frames, "ffmpeg_fps": frames / statistics.median(plain_s),
                          "srgpu_fps": frames / statistics.median(ours_s), "ratio": statistics.median(ratios),
                          "rounds": [{"ffmpeg_fps": round(frames / p, 1), "srgpu_fps": round(frames / o, 1)}
                                     for p, o in zip(plain_s, ours_s)]})
@@ -118,10 +124,11 @@ def main() -> None:
     print(f"{report['source']}: {report['input']} -> {report['output']}, {report['engine']}, {model.name}, crf {args.crf}, "
           f"plan chosen in {report['plan_seconds']} s before timing")
     # with --repeats, each fps column is its own median and the ratio is the median of the rounds' ratios
-    print(f"{'preset':<10} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} {'srgpu/ffmpeg':>13}")
+    print(f"{'preset':<10} {'srgpu decoder':<14} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} {'srgpu/ffmpeg':>13}")
     for r in rows:
         rounds = ", ".join(f"{x['srgpu_fps'] / x['ffmpeg_fps']:.1%}" for x in r["rounds"])
-        print(f"{r['preset']:<10} {r['frames']:>6} {r['ffmpeg_fps']:>11.1f} {r['srgpu_fps']:>10.1f} {r['ratio']:>12.1%}"
+        print(f"{r['preset']:<10} {r['decoder']:<14} {r['frames']:>6} {r['ffmpeg_fps']:>11.1f} {r['srgpu_fps']:>10.1f} "
+              f"{r['ratio']:>12.1%}"
               + (f"  (rounds: {rounds})" if len(r["rounds"]) > 1 else ""))
 
 

@@ -2,7 +2,8 @@
 this machine, in frames per second, and which stage sets the end-to-end rate.
 
 Stages, each measured alone on the same clip and settings:
-  decode    ffmpeg decoding to raw planar frames through the pipe (the reader)
+  decode    ffmpeg decoding to raw planar frames through the pipe (the reader; on NVDEC where
+            ``upscale_video`` would use it)
   upload    pinned host -> GPU copies of a frame's planes (CUDA events)
   gpu       bicubic + SRCNN on luma, bicubic on chroma, conversion back (CUDA events)
   download  GPU -> pinned host copies of the upscaled planes (CUDA events)
@@ -22,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .engine.base import Engine
-from .video.api import EncodeOptions, VideoError, plan_video, upscale_video
+from .video.api import EncodeOptions, VideoError, decoding_for, plan_video, upscale_video
 from .video.reader import Frame, Reader
 from .video.writer import Writer
 
@@ -59,6 +60,7 @@ class VideoBenchReport:
     # (decoder and encoder) -- what the machine's cores are shared between
     cpu_self_ms: float | None = None
     cpu_children_ms: float | None = None
+    decoder: str = "software"  # or the NVDEC decoder (h264_cuvid, ...)
 
     @property
     def bottleneck(self) -> str:
@@ -83,11 +85,12 @@ def synthetic_source(folder: Path, size: tuple[int, int] = (1920, 1080), frames:
 
 
 def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
-                log: Callable[[str], None] | None = None, max_frames: int | None = None) -> VideoBenchReport:
+                log: Callable[[str], None] | None = None, max_frames: int | None = None,
+                hwdec: str = "auto") -> VideoBenchReport:
     say = log or (lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
         out = Path(tmp) / f"out{_output_suffix(options.codec)}"
-        job = plan_video(src, out, scale, options)
+        job = plan_video(src, out, scale, options, **decoding_for(engine, hwdec))
         stages: list[StageResult] = []
 
         say("decode ...")
@@ -107,7 +110,7 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         say("end-to-end ...")
         own0, children0 = cpu_seconds()
         t0 = time.perf_counter()
-        result = upscale_video(src, out, engine, scale, options, overwrite=True)
+        result = upscale_video(src, out, engine, scale, options, overwrite=True, hwdec=hwdec)
         stages.append(StageResult("end-to-end", result.frames, time.perf_counter() - t0))
         own1, children1 = cpu_seconds()
     return VideoBenchReport(
@@ -115,7 +118,8 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
         crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
         peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes,
-        cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames)
+        cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames,
+        decoder=result.decoder)
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -224,7 +228,8 @@ def _gpu_pool_bytes(engine: Any) -> int | None:
 def format_report(r: VideoBenchReport) -> str:
     lines = [f"{r.source}: {r.input_size[0]}x{r.input_size[1]} -> {r.output_size[0]}x{r.output_size[1]} "
              f"(x{r.scale}), {r.engine}, {r.codec}"
-             f"{' preset ' + r.preset if r.preset else ''}{' crf ' + str(r.crf) if r.crf is not None else ''}",
+             f"{' preset ' + r.preset if r.preset else ''}{' crf ' + str(r.crf) if r.crf is not None else ''}"
+             f", decoded by {r.decoder}",
              f"{'stage':<12} {'fps':>9}"]
     for s in r.stages:
         lines.append(f"{s.name:<12} {s.fps:9.1f}")

@@ -67,6 +67,9 @@ def _info(message: str, quiet: bool) -> None:
 
 PRECISION_HELP = ("GPU arithmetic: fp32, fp16 (tensor cores where they meet the accuracy bar: 8-bit output "
                   "within one level of fp32), or auto (the fastest plan that meets it). The CPU is always fp32.")
+HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (with a GPU engine, where NVDEC gives exactly the "
+              "software decoder's frames, checked on the first frames; saves the encoder CPU), nvdec (always, "
+              "or an error saying why not) or no.")
 
 
 def _check_precision(precision: str) -> str:
@@ -75,6 +78,14 @@ def _check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
     return precision
+
+
+def _check_hwdec(hwdec: str) -> str:
+    from .video.hwdecode import HWDEC_MODES
+
+    if hwdec not in HWDEC_MODES:
+        raise typer.BadParameter(f"unknown value {hwdec!r}: use {', '.join(HWDEC_MODES)}", param_hint="--hwdec")
+    return hwdec
 
 
 def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precision: str = "auto") -> Engine:
@@ -179,13 +190,14 @@ def upscale(
     video_stream: Optional[int] = typer.Option(None, "--video-stream", metavar="N", min=0,
                                                help="Which video stream to upscale, counting from 0 (default: the "
                                                     "default stream, else the first); the others are copied."),
+    hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|nvdec|no", help=HWDEC_HELP),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg),
-                              video_stream=video_stream)
+                              video_stream=video_stream, hwdec=_check_hwdec(hwdec))
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:
@@ -417,6 +429,7 @@ def bench_command(
     codec: str = typer.Option("libx264", "--codec", help="Pipeline bench: video encoder."),
     crf: Optional[int] = typer.Option(None, "--crf", help="Pipeline bench: encoder CRF."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
+    hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|nvdec|no", help="Pipeline bench: " + HWDEC_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -427,7 +440,8 @@ def bench_command(
     lr_shape = _frame_size(size)
     log = None if quiet or json_out else (lambda s: _info(s, False))
     if video is not None or pipeline:
-        _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, json_out, log)
+        _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, hwdec,
+                        json_out, log)
         return
     from . import bench as benchmark
 
@@ -441,8 +455,8 @@ def bench_command(
 
 
 def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int], scale: int, model: Optional[str],
-                    device: str, precision: str, codec: str, crf: Optional[int], preset: Optional[str], json_out: bool,
-                    log: Optional[Callable[[str], None]]) -> None:
+                    device: str, precision: str, codec: str, crf: Optional[int], preset: Optional[str], hwdec: str,
+                    json_out: bool, log: Optional[Callable[[str], None]]) -> None:
     import tempfile
 
     from . import bench_video
@@ -457,7 +471,8 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
                     log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")
                 video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
             report = bench_video.bench_video(video, engine, scale,
-                                             EncodeOptions(codec=codec, crf=crf, preset=preset), log=log)
+                                             EncodeOptions(codec=codec, crf=crf, preset=preset), log=log,
+                                             hwdec=_check_hwdec(hwdec))
         print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
 
 

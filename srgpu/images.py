@@ -133,6 +133,7 @@ class VideoSettings:
     pix_fmt: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     video_stream: int | None = None  # which video stream to upscale (default: the default one, else the first)
+    hwdec: str = "auto"  # decode on NVDEC: auto (where exact, on a GPU engine), nvdec or no
 
 
 # ---------------------------------------------------------------- planning
@@ -451,7 +452,7 @@ def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSet
                                    pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
         result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
-                                      progress=on_frames, video_stream=video.video_stream)
+                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
     w, h = result.output_size

@@ -22,13 +22,14 @@ from . import containers, ffmpeg
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
+from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, probe
 from .reader import Reader
 from .writer import EncodePlan, OutputStream, Writer
 
-__all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "is_video_file",
-           "output_extension", "plan_video", "upscale_video"]
+__all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "decoding_for",
+           "is_video_file", "output_extension", "plan_video", "upscale_video"]
 
 VIDEO_EXTENSIONS = frozenset({
     ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".f4v", ".wmv", ".asf", ".mpg", ".mpeg",
@@ -79,6 +80,7 @@ class VideoResult:
     codec: str
     pix_fmt: str
     notes: tuple[str, ...] = ()
+    decoder: str = "software"  # what decoded the source: "software" or an NVDEC decoder (h264_cuvid)
 
 
 @dataclass(frozen=True)
@@ -97,22 +99,26 @@ class VideoJob:
     pix_fmt: str
     total_frames: int | None
     notes: tuple[str, ...]
+    decoder: str = "software"  # "software", or the NVDEC decoder that decodes the source
 
 
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
                   options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
                   progress: Callable[[int, int | None], None] | None = None,
-                  video_stream: int | None = None) -> VideoResult:
+                  video_stream: int | None = None, hwdec: str = "auto") -> VideoResult:
     """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
     when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
     thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
     or any failing stage; KeyboardInterrupt passes through after cleaning up. ``video_stream``:
     which video stream to upscale (0-based among the video streams, cover art excluded); by
-    default the first one marked default, else the first."""
+    default the first one marked default, else the first. ``hwdec``: decode the source on NVDEC
+    ("nvdec"), never ("no"), or "auto": on a GPU engine, where NVDEC decodes the stream exactly
+    as the software decoder does (srgpu.video.hwdecode)."""
     engine_scale = getattr(engine, "scale", scale)
     if engine_scale != scale:
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
-    job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream)
+    job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
+                     **decoding_for(engine, hwdec))
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
@@ -137,14 +143,23 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     return VideoResult(output=job.dst, frames=stats.frames, seconds=stats.seconds,
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
-                       output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes)
+                       output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,
+                       decoder=job.decoder)
+
+
+def decoding_for(engine: Engine, hwdec: str) -> dict:
+    """plan_video's ``hwdec`` and ``gpu`` for frames that go to ``engine``: "auto" means NVDEC
+    only on a GPU engine (a CPU engine keeps the GPU out of it), on the engine's own GPU."""
+    gpu = getattr(engine, "device_index", None) if getattr(engine, "name", None) == "cuda" else None
+    return {"hwdec": "no" if hwdec == "auto" and gpu is None else hwdec, "gpu": gpu or 0}
 
 
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-               video_stream: int | None = None) -> VideoJob:
+               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0) -> VideoJob:
     """Check the paths and options, probe the source and decide everything; VideoError for
-    anything that cannot work, before any work is done."""
+    anything that cannot work, before any work is done. ``hwdec`` and ``gpu``: whether and on
+    which CUDA device NVDEC may decode the source (srgpu.video.hwdecode.choose_decoder)."""
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
@@ -247,11 +262,16 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       source_start=info.start or 0.0,
                       extra_args=tuple(options.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None)
-    reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
-                   "size": (stream.width, stream.height)}
+    decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu, pipe_pix_fmt, vf_extra,
+                              software=decoder)
+    if decoding.note:
+        notes.append(decoding.note)
+    reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
+                   "size": (stream.width, stream.height), "decoder_options": decoding.options}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
-                    total_frames=info.estimated_frames(stream), notes=tuple(notes))
+                    total_frames=info.estimated_frames(stream), notes=tuple(notes),
+                    decoder=decoding.decoder if decoding.nvdec else "software")
 
 
 def _check_complete(job: VideoJob, reader: Reader) -> None:

@@ -61,13 +61,14 @@ class Reader(ffmpeg.Child):
 
     def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
                  decoder: str | None = None, vf_extra: str | None = None,
-                 size: tuple[int, int] | None = None) -> None:
+                 size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = ()) -> None:
         self.src = src
         self.size = size  # (width, height) the stream header promised; frames must match it
         self.layout = layout
         filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
         self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
-                     "-copyts", "-noautorotate", *(["-c:v", decoder] if decoder else []), "-i", str(src),
+                     "-copyts", "-noautorotate", *(["-c:v", decoder, *decoder_options] if decoder else []),
+                     "-i", str(src),
                      "-map", f"0:{stream_index}", "-vf", filters, "-fps_mode", "passthrough",
                      "-enc_time_base:v", "demux",  # no re-timing: rawvideo then sees the exact pts
                      "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]

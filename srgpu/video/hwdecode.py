@@ -1,0 +1,121 @@
+"""Decoding the source on the GPU's NVDEC engines, only where it gives exactly the software
+decoder's frames.
+
+Decoding a 1080p H.264 stream costs ffmpeg's software decoder about 5 ms of CPU per frame, CPU
+the encoder needs when srgpu runs at the encoder's speed. ffmpeg's ``*_cuvid`` decoders decode on
+NVDEC and hand the frames back in host memory, in the same pipe format, so the rest of the
+pipeline is unchanged. These codecs are specified bit-exactly, but a hardware decoder can still
+differ in practice (cropping, a profile or bit depth NVDEC lacks, a driver without libnvcuvid),
+so a source goes to NVDEC only after its first frames, decoded both ways, came out identical,
+timestamps included; otherwise the software decoder, which is always right, decodes it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import ffmpeg
+from .errors import VideoError
+
+HWDEC_MODES = ("auto", "nvdec", "no")
+# the source codec (ffprobe's name) -> ffmpeg's NVDEC decoder
+CUVID_DECODERS = {"h264": "h264_cuvid", "hevc": "hevc_cuvid", "av1": "av1_cuvid", "vp9": "vp9_cuvid",
+                  "vp8": "vp8_cuvid", "mpeg2video": "mpeg2_cuvid", "mpeg4": "mpeg4_cuvid", "vc1": "vc1_cuvid"}
+TRIAL_FRAMES = 12  # enough for a few groups of B-frames; decoding is deterministic, so a decoder
+# that differs at all (cropping, range, depth) differs from the first frames on
+
+
+@dataclass(frozen=True)
+class DecoderChoice:
+    """How the reader decodes: ``decoder`` for ffmpeg's -c:v (None: ffmpeg's own choice, in
+    software) with ``options`` before -i; ``nvdec`` says which kind it is; ``note`` is for the user."""
+
+    decoder: str | None = None
+    options: tuple[str, ...] = ()
+    nvdec: bool = False
+    note: str | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def available_decoders() -> frozenset[str]:
+    """The video decoders this ffmpeg has."""
+    out = ffmpeg.run(["-hide_banner", "-decoders"]).stdout
+    return frozenset(m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M))
+
+
+def trial_args(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | None,
+               decoder: str | None, options: tuple[str, ...], frames: int = TRIAL_FRAMES) -> list[str]:
+    """ffmpeg arguments that decode the first ``frames`` frames as the reader would and print each
+    one's timestamp, duration, size and checksum (framemd5)."""
+    return ["-hide_banner", "-nostdin", "-loglevel", "error", "-copyts", "-noautorotate",
+            *(["-c:v", decoder, *options] if decoder else []), "-i", str(src),
+            "-map", f"0:{stream_index}", "-frames:v", str(frames), *(["-vf", vf_extra] if vf_extra else []),
+            "-fps_mode", "passthrough", "-enc_time_base:v", "demux",
+            "-f", "framemd5", "-pix_fmt", pipe_pix_fmt, "-"]
+
+
+def _frame_lines(proc_stdout: str) -> list[str]:
+    return [ln for ln in proc_stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | None,
+                          decoder: str, options: tuple[str, ...] = (),
+                          frames: int = TRIAL_FRAMES) -> tuple[bool | None, str]:
+    """Decode the first ``frames`` frames with ``decoder`` (and ``options``) and with ffmpeg's
+    default software decoder: (True, "") if every frame and its timing came out identical,
+    (False, what differs), or (None, why) if ``decoder`` could not decode them (or the software
+    decoder failed: then the reader reports the source's own error)."""
+    hw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, decoder, options, frames))
+    hw_frames = _frame_lines(hw.stdout)
+    if hw.returncode != 0 or not hw_frames:
+        return None, f"{decoder} failed: " + " ".join((hw.stderr.strip().splitlines() or ["no frames"])[-1].split())
+    sw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, None, (), frames))
+    if sw.returncode != 0:
+        return None, "the software decoder failed too"
+    sw_frames = _frame_lines(sw.stdout)
+    if hw_frames == sw_frames:
+        return True, ""
+    if len(hw_frames) != len(sw_frames):
+        return False, f"{decoder} gives {len(hw_frames)} of the first {len(sw_frames)} frames"
+    first = next(i for i, (a, b) in enumerate(zip(hw_frames, sw_frames)) if a != b)
+    return False, f"{decoder} decodes frame {first} differently from the software decoder"
+
+
+def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, gpu: int,
+                   pipe_pix_fmt: str, vf_extra: str | None,
+                   software: str | None = None) -> DecoderChoice:
+    """The decoder for stream ``stream_index`` of ``src``. ``mode``: "no" (software), "nvdec"
+    (NVDEC or a VideoError saying why not) or "auto" (NVDEC where it decodes the first frames
+    exactly as software does). ``software``: a software decoder the stream needs (e.g. libvpx
+    for VP8/VP9 with alpha, which NVDEC would drop); ``gpu``: the CUDA device for NVDEC."""
+    if mode not in HWDEC_MODES:
+        raise VideoError(f"unknown hwdec mode {mode!r}: use {', '.join(HWDEC_MODES)}")
+    plain = DecoderChoice(software)
+    if mode == "no":
+        return plain
+    strict = mode == "nvdec"
+
+    def refuse(why: str) -> DecoderChoice:
+        if strict:
+            raise VideoError(f"{src}: cannot decode on NVDEC: {why}")
+        return plain
+
+    if software is not None:
+        return refuse(f"the stream needs the {software} decoder (for its alpha channel)")
+    cuvid = CUVID_DECODERS.get(codec or "")
+    if cuvid is None:
+        return refuse(f"NVDEC has no decoder for {codec or 'this codec'}")
+    if cuvid not in available_decoders():
+        return refuse(f"this ffmpeg has no {cuvid} decoder (imageio-ffmpeg 0.8 or later has it)")
+    options = ("-gpu", str(gpu))
+    same, why = decodes_like_software(src, stream_index, pipe_pix_fmt, vf_extra, cuvid, options)
+    if same is None:
+        return refuse(why)
+    if not same:
+        if strict:
+            raise VideoError(f"{src}: cannot decode on NVDEC: {why}")
+        return DecoderChoice(software, note=f"{why} (first {TRIAL_FRAMES} frames compared): decoded on the CPU")
+    return DecoderChoice(cuvid, options, nvdec=True)

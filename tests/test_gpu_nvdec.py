@@ -1,0 +1,70 @@
+"""NVDEC decoding (ffmpeg's *_cuvid decoders) on the GPU machine: a video decoded on NVDEC is
+upscaled to exactly the file the software decoder gives, frames and timestamps, and "auto" uses
+NVDEC on a GPU engine. Skipped, saying why, where this ffmpeg or this machine has no NVDEC."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from srgpu.model import random_model
+from srgpu.video import hwdecode
+from srgpu.video.api import EncodeOptions, upscale_video
+from srgpu.video.ffmpeg import ffmpeg_exe
+
+from test_video import make_clip
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu_engine():
+    from srgpu.engine.gpu import GPUEngine
+
+    engine = GPUEngine(random_model("9-1-5", seed=6, scale=2), 2, autotune=False)
+    yield engine
+    engine.close()
+
+
+def frame_list(path: Path) -> list[str]:
+    """Every frame of the output's video stream: timestamp, duration, size and checksum."""
+    out = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0", "-c:v", "rawvideo",
+                          "-f", "framemd5", "-"], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if ln and not ln.startswith("#")]
+
+
+def need_nvdec(clip: Path, codec: str, pix_fmt: str) -> None:
+    cuvid = hwdecode.CUVID_DECODERS[codec]
+    if cuvid not in hwdecode.available_decoders():
+        pytest.skip(f"this ffmpeg has no {cuvid}")
+    same, why = hwdecode.decodes_like_software(clip, 0, pix_fmt, None, cuvid, ("-gpu", "0"))
+    if same is None:
+        pytest.skip(f"NVDEC cannot run here: {why}")
+    assert same, why
+
+
+@pytest.mark.parametrize("name, size, pix_fmt, codec, encoder, args", [
+    # 180 rows are coded as 192: the decoder must crop exactly; B-frames reorder the output
+    ("h264", "320x180", "yuv420p", "h264", "libx264", ("-crf", "20", "-bf", "3")),
+    ("hevc-10bit", "320x240", "yuv420p10le", "hevc", "libx265", ("-crf", "24", "-x265-params", "log-level=error")),
+])
+def test_nvdec_output_is_bit_identical_to_software(gpu_engine, tmp_path: Path, name: str, size: str, pix_fmt: str,
+                                                    codec: str, encoder: str, args: tuple[str, ...]) -> None:
+    src = make_clip(tmp_path / "src.mkv", size=size, frames=40, pix_fmt=pix_fmt, codec=encoder, audio="aac",
+                    out_args=args)
+    need_nvdec(src, codec, pix_fmt)
+    hw = upscale_video(src, tmp_path / "hw.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="nvdec")
+    sw = upscale_video(src, tmp_path / "sw.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="no")
+    assert (hw.decoder, sw.decoder) == (hwdecode.CUVID_DECODERS[codec], "software")
+    assert hw.frames == sw.frames == 40
+    a, b = frame_list(tmp_path / "hw.mkv"), frame_list(tmp_path / "sw.mkv")
+    assert len(a) == 40 and a == b
+
+
+def test_auto_decodes_on_nvdec_with_a_gpu_engine(gpu_engine, tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "src.mp4", size="320x240", frames=12, codec="libx264", out_args=("-crf", "20"))
+    need_nvdec(src, "h264", "yuv420p")
+    result = upscale_video(src, tmp_path / "out.mp4", gpu_engine, 2, EncodeOptions(crf=18))
+    assert result.decoder == "h264_cuvid" and result.frames == 12
