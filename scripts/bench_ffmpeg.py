@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--precision", default="auto", choices=["fp32", "fp16", "auto"])
     ap.add_argument("--repeats", type=int, default=1, help="alternating rounds per preset (medians reported)")
-    ap.add_argument("--hwdec", nargs="+", default=["auto"], choices=["auto", "nvdec", "no"],
+    ap.add_argument("--hwdec", nargs="+", default=["no"], choices=["no", "auto", "nvdec"],
                     help="srgpu's decoding, one row each (e.g. --hwdec no auto: the CPU decoder beside NVDEC)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

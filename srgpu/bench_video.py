@@ -86,7 +86,7 @@ def synthetic_source(folder: Path, size: tuple[int, int] = (1920, 1080), frames:
 
 def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
                 log: Callable[[str], None] | None = None, max_frames: int | None = None,
-                hwdec: str = "auto") -> VideoBenchReport:
+                hwdec: str = "no") -> VideoBenchReport:
     say = log or (lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
         out = Path(tmp) / f"out{_output_suffix(options.codec)}"

@@ -133,7 +133,7 @@ class VideoSettings:
     pix_fmt: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     video_stream: int | None = None  # which video stream to upscale (default: the default one, else the first)
-    hwdec: str = "auto"  # decode on NVDEC: auto (where exact, on a GPU engine), nvdec or no
+    hwdec: str = "no"  # decode on NVDEC: no, auto (where exact, with a GPU engine) or nvdec
 
 
 # ---------------------------------------------------------------- planning

@@ -105,7 +105,7 @@ class VideoJob:
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
                   options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
                   progress: Callable[[int, int | None], None] | None = None,
-                  video_stream: int | None = None, hwdec: str = "auto") -> VideoResult:
+                  video_stream: int | None = None, hwdec: str = "no") -> VideoResult:
     """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
     when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
     thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input

@@ -1,13 +1,20 @@
-"""Decoding the source on the GPU's NVDEC engines, only where it gives exactly the software
-decoder's frames.
+"""Decoding the source on the GPU's NVDEC engines (opt-in: ``--hwdec``), only where it gives
+exactly the software decoder's frames.
 
-Decoding a 1080p H.264 stream costs ffmpeg's software decoder about 5 ms of CPU per frame, CPU
-the encoder needs when srgpu runs at the encoder's speed. ffmpeg's ``*_cuvid`` decoders decode on
-NVDEC and hand the frames back in host memory, in the same pipe format, so the rest of the
-pipeline is unchanged. These codecs are specified bit-exactly, but a hardware decoder can still
-differ in practice (cropping, a profile or bit depth NVDEC lacks, a driver without libnvcuvid),
-so a source goes to NVDEC only after its first frames, decoded both ways, came out identical,
-timestamps included; otherwise the software decoder, which is always right, decodes it.
+On the H100 machine, decoding the 1080p H.264 bench clip costs ffmpeg's software decoder 11 ms of
+CPU per frame, and h264_cuvid 3.3 ms: CPU the encoder can use. ffmpeg's ``*_cuvid`` decoders
+decode on NVDEC and hand the frames back in host memory, in the same pipe format, so the rest of
+the pipeline is unchanged. But NVDEC is not the default: it takes ffmpeg about 0.6 s longer to
+start (a CUDA context), and the check below about as long again, which a short clip never earns
+back (BENCHMARKS.md).
+
+These codecs are specified bit-exactly, but a hardware decoder can still differ in practice
+(cropping, a profile or bit depth NVDEC lacks, a driver without libnvcuvid), so a source goes to
+NVDEC only after its first frames, decoded both ways, came out identical in every sample and
+timestamp; otherwise the software decoder, which is always right, decodes it. The per-frame
+duration is not compared: NVDEC derives it from the frame rate (41.67 ms -> 42 at 24 fps in a
+millisecond time base) where the software decoder takes the container's (41), a tick that can
+change only the last frame's duration in the output.
 """
 
 from __future__ import annotations
@@ -57,30 +64,38 @@ def trial_args(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | 
             "-f", "framemd5", "-pix_fmt", pipe_pix_fmt, "-"]
 
 
-def _frame_lines(proc_stdout: str) -> list[str]:
-    return [ln for ln in proc_stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+def _frames(proc_stdout: str) -> list[tuple[str, ...]]:
+    """framemd5 lines "stream, dts, pts, duration, size, hash" -> (pts, size, hash) per frame."""
+    out = []
+    for ln in proc_stdout.splitlines():
+        if ln.strip() and not ln.startswith("#"):
+            f = [x.strip() for x in ln.split(",")]
+            out.append((f[2], f[4], f[5]) if len(f) >= 6 else tuple(f))
+    return out
 
 
 def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | None,
                           decoder: str, options: tuple[str, ...] = (),
                           frames: int = TRIAL_FRAMES) -> tuple[bool | None, str]:
     """Decode the first ``frames`` frames with ``decoder`` (and ``options``) and with ffmpeg's
-    default software decoder: (True, "") if every frame and its timing came out identical,
+    default software decoder: (True, "") if every frame's samples and timestamp came out identical,
     (False, what differs), or (None, why) if ``decoder`` could not decode them (or the software
     decoder failed: then the reader reports the source's own error)."""
     hw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, decoder, options, frames))
-    hw_frames = _frame_lines(hw.stdout)
+    hw_frames = _frames(hw.stdout)
     if hw.returncode != 0 or not hw_frames:
         return None, f"{decoder} failed: " + " ".join((hw.stderr.strip().splitlines() or ["no frames"])[-1].split())
     sw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, None, (), frames))
     if sw.returncode != 0:
         return None, "the software decoder failed too"
-    sw_frames = _frame_lines(sw.stdout)
+    sw_frames = _frames(sw.stdout)
     if hw_frames == sw_frames:
         return True, ""
     if len(hw_frames) != len(sw_frames):
         return False, f"{decoder} gives {len(hw_frames)} of the first {len(sw_frames)} frames"
     first = next(i for i, (a, b) in enumerate(zip(hw_frames, sw_frames)) if a != b)
+    if hw_frames[first][1:] == sw_frames[first][1:]:
+        return False, f"{decoder} gives frame {first} a different timestamp from the software decoder's"
     return False, f"{decoder} decodes frame {first} differently from the software decoder"
 
 
