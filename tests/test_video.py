@@ -743,6 +743,35 @@ def test_truncated_file(tmp_path: Path, engine2: CPUEngine) -> None:
     assert frames == len(decode(cut, "yuv420p", 64, 48))
 
 
+@pytest.mark.parametrize("suffix, codec, audio", [(".mp4", "libx264", "aac"), (".mkv", "ffv1", "flac"),
+                                                (".webm", "libvpx-vp9", "libopus"), (".mov", "prores_ks", "pcm_s16le")])
+def test_the_completeness_check_reads_each_containers_duration(tmp_path: Path, suffix: str, codec: str,
+                                                               audio: str) -> None:
+    """The check after encoding reads the output's duration from its header alone (no stream
+    probing): it must be the duration a full probe gives, for every container srgpu writes."""
+    from srgpu.video.probe import container_duration
+
+    clip = make_clip(tmp_path / f"c{suffix}", frames=30, codec=codec, audio=audio)
+    assert container_duration(clip) == pytest.approx(probe(clip).duration, abs=1e-6)
+    assert container_duration(clip) == pytest.approx(1.2, abs=0.05)
+
+
+def test_an_output_shorter_than_its_source_is_refused(tmp_path: Path) -> None:
+    """The last guard against a truncated source that ffmpeg did not report: an output that ends
+    early is an error, not a file under the final name."""
+    from srgpu.video.api import _check_complete
+
+    src = make_clip(tmp_path / "src.mp4", frames=50, codec="libx264", audio="aac")
+    job = plan_video(src, tmp_path / "o.mp4", 2)
+    make_clip(job.plan.tmp, frames=20, codec="libx264", audio="aac")  # what a cut-short encode leaves
+    reader = Reader(src, 0, job.layout, "yuv420p")
+    reader.frames_read, reader.last_time = 20, 0.76
+    with pytest.raises(VideoError, match=r"decoding failed after 20 frames \(0\.760 s of 2\.000 s\).*ends early"):
+        _check_complete(job, reader)
+    make_clip(job.plan.tmp, frames=50, codec="libx264", audio="aac")
+    _check_complete(job, reader)  # a complete output passes
+
+
 def test_corrupt_data_mid_file(tmp_path: Path, engine2: CPUEngine) -> None:
     full = make_clip(tmp_path / "full.mp4", frames=50, codec="libx264",
                      out_args=("-movflags", "+faststart", "-preset", "ultrafast"))

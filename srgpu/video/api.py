@@ -24,7 +24,7 @@ from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
 from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
-from .probe import MediaInfo, StreamInfo, probe
+from .probe import MediaInfo, StreamInfo, container_duration, probe
 from .reader import Reader
 from .writer import EncodePlan, OutputStream, Writer
 
@@ -281,7 +281,7 @@ def _check_complete(job: VideoJob, reader: Reader) -> None:
     expected = job.info.duration
     if not expected:
         return
-    got = probe(job.plan.tmp).duration
+    got = container_duration(job.plan.tmp)
     slack = max(0.5, 3.0 / (job.stream.fps or 25.0))
     if got is not None and got < expected - slack:
         end = f" ({reader.last_time:.3f} s of {expected:.3f} s)" if reader.last_time is not None else ""

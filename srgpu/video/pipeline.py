@@ -94,13 +94,19 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     # and in the writer (2: the one being written, the one lent to the pipe until the next is
     # written): fewer slots than that could block submit forever.
     dtype = reader.layout.dtype
-    processor = engine.frame_processor(
-        FrameFormat(tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size)), dtype, tuple(specs),
-                    max_value), slots if slots is not None else depth + 5)
+    # the decoder starts up (process, demuxer, its first frames) while the engine allocates its
+    # pinned buffers: the two were in series, and both are fixed costs of every video
+    reader.start()
+    try:
+        processor = engine.frame_processor(
+            FrameFormat(tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size)), dtype, tuple(specs),
+                        max_value), slots if slots is not None else depth + 5)
+    except BaseException:
+        reader.kill()
+        raise
     reader.allocate = processor.input_buffer
 
     def read() -> None:
-        reader.start()
         for frame in reader.frames():
             decoded.put(frame)
         decoded.put(_END)

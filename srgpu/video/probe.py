@@ -102,6 +102,18 @@ def probe(path: Path) -> MediaInfo:
     return info
 
 
+def container_duration(path: Path) -> float | None:
+    """The duration the container's header gives (all streams), read without probing the streams
+    (-probesize 32: ~15 ms instead of ~110 ms for a 4K output, where probing decodes frames);
+    None if the header has none or ffmpeg cannot open the file."""
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-probesize", "32", "-analyzeduration", "0", "-i", str(path)])
+    for line in proc.stderr.splitlines():
+        m = _DURATION.match(line)
+        if m and m.group(1) is not None:
+            return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    return None
+
+
 def parse(text: str, path: Path) -> MediaInfo | None:
     """Parse ffmpeg's input dump; None when it holds no 'Input #0' (ffmpeg could not open it)."""
     lines = text.splitlines()
