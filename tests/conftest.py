@@ -69,6 +69,17 @@ def cpu_engine(random_npz: Path):
     return CPUEngine(load_npz(random_npz), 2)
 
 
+@pytest.fixture(scope="module")
+def random_gpu_engine():
+    """A GPU engine for a seeded random 9-1-5 x2 model, without autotuning (GPU tests only)."""
+    from srgpu.engine.gpu import GPUEngine
+    from srgpu.model import random_model
+
+    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2, autotune=False)
+    yield engine
+    engine.close()
+
+
 @pytest.fixture(scope="session")
 def default_model_path() -> Path:
     """The shipped default model (9-1-5 x2); tests that need it skip only while it is absent."""

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.model import random_model
 from srgpu.video import hwdecode
 from srgpu.video.api import EncodeOptions, upscale_video
 from srgpu.video.ffmpeg import ffmpeg_exe
@@ -17,15 +16,6 @@ from srgpu.video.ffmpeg import ffmpeg_exe
 from test_video import make_clip
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def gpu_engine():
-    from srgpu.engine.gpu import GPUEngine
-
-    engine = GPUEngine(random_model("9-1-5", seed=6, scale=2), 2, autotune=False)
-    yield engine
-    engine.close()
 
 
 def frame_list(path: Path) -> list[tuple[str, ...]]:
@@ -53,22 +43,22 @@ def need_nvdec(clip: Path, codec: str, pix_fmt: str) -> None:
     ("h264", "320x180", 24, "yuv420p", "h264", "libx264", ("-crf", "20", "-bf", "3")),
     ("hevc-10bit", "320x240", 25, "yuv420p10le", "hevc", "libx265", ("-crf", "24", "-x265-params", "log-level=error")),
 ])
-def test_nvdec_output_is_bit_identical_to_software(gpu_engine, tmp_path: Path, name: str, size: str, rate: int,
+def test_nvdec_output_is_bit_identical_to_software(random_gpu_engine, tmp_path: Path, name: str, size: str, rate: int,
                                                     pix_fmt: str, codec: str, encoder: str,
                                                     args: tuple[str, ...]) -> None:
     src = make_clip(tmp_path / "src.mkv", size=size, rate=rate, frames=40, pix_fmt=pix_fmt, codec=encoder,
                     audio="aac", out_args=args)
     need_nvdec(src, codec, pix_fmt)
-    hw = upscale_video(src, tmp_path / "hw.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="nvdec")
-    sw = upscale_video(src, tmp_path / "sw.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="no")
+    hw = upscale_video(src, tmp_path / "hw.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="nvdec")
+    sw = upscale_video(src, tmp_path / "sw.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="no")
     assert (hw.decoder, sw.decoder) == (hwdecode.CUVID_DECODERS[codec], "software")
     assert hw.frames == sw.frames == 40
     a, b = frame_list(tmp_path / "hw.mkv"), frame_list(tmp_path / "sw.mkv")
     assert len(a) == 40 and a == b
 
 
-def test_hwdec_auto_decodes_on_nvdec_with_a_gpu_engine(gpu_engine, tmp_path: Path) -> None:
+def test_hwdec_auto_decodes_on_nvdec_with_a_gpu_engine(random_gpu_engine, tmp_path: Path) -> None:
     src = make_clip(tmp_path / "src.mp4", size="320x240", frames=12, codec="libx264", out_args=("-crf", "20"))
     need_nvdec(src, "h264", "yuv420p")
-    result = upscale_video(src, tmp_path / "out.mp4", gpu_engine, 2, EncodeOptions(crf=18), hwdec="auto")
+    result = upscale_video(src, tmp_path / "out.mp4", random_gpu_engine, 2, EncodeOptions(crf=18), hwdec="auto")
     assert result.decoder == "h264_cuvid" and result.frames == 12

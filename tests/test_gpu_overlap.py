@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from srgpu.engine.base import FrameFormat, FrameProcessor, PlaneSpec
-from srgpu.model import random_model
 from srgpu.video.api import EncodeOptions, upscale_video
 
 from test_video import decode, make_clip
@@ -18,30 +17,21 @@ from test_video import decode, make_clip
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def gpu_engine():
-    from srgpu.engine.gpu import GPUEngine
-
-    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2, autotune=False)
-    yield engine
-    engine.close()
-
-
 def _frames(rng: np.random.Generator, shapes, dtype, max_value: int, n: int) -> list[list[np.ndarray]]:
     return [[rng.integers(0, max_value + 1, s).astype(dtype) for s in shapes] for _ in range(n)]
 
 
 @pytest.mark.parametrize("dtype, max_value, size", [(np.uint8, 255, (45, 67)), (np.uint16, 1023, (33, 50))])
-def test_overlapped_equals_one_frame_at_a_time(gpu_engine, dtype, max_value: int, size) -> None:
+def test_overlapped_equals_one_frame_at_a_time(random_gpu_engine, dtype, max_value: int, size) -> None:
     h, w = size
     in_shapes = ((h, w), ((h + 1) // 2, (w + 1) // 2), ((h + 1) // 2, (w + 1) // 2))
     H, W = 2 * h, 2 * w
     specs = (PlaneSpec((H, W), True), PlaneSpec(((H + 1) // 2, (W + 1) // 2), False),
              PlaneSpec(((H + 1) // 2, (W + 1) // 2), False))
     frames = _frames(np.random.default_rng(1), in_shapes, dtype, max_value, 14)
-    want = [gpu_engine.upscale_frame(f, specs, max_value) for f in frames]
+    want = [random_gpu_engine.upscale_frame(f, specs, max_value) for f in frames]
 
-    proc = gpu_engine.frame_processor(FrameFormat(in_shapes, np.dtype(dtype), specs, max_value), slots=4)
+    proc = random_gpu_engine.frame_processor(FrameFormat(in_shapes, np.dtype(dtype), specs, max_value), slots=4)
     for slot in proc._free:  # poison the pinned outputs: every element must be written
         for host in slot.host_out:
             host.fill(0xAB if dtype == np.uint8 else 0xABCD)
@@ -77,21 +67,21 @@ def test_overlapped_equals_one_frame_at_a_time(gpu_engine, dtype, max_value: int
             np.testing.assert_array_equal(gp, ep)
 
 
-def test_submit_rejects_a_frame_of_another_format(gpu_engine) -> None:
+def test_submit_rejects_a_frame_of_another_format(random_gpu_engine) -> None:
     fmt = FrameFormat(((8, 8),), np.dtype(np.uint8), (PlaneSpec((16, 16), True),), 255)
-    proc = gpu_engine.frame_processor(fmt, slots=2)
+    proc = random_gpu_engine.frame_processor(fmt, slots=2)
     with pytest.raises(ValueError, match="does not match"):
         proc.submit([np.zeros((8, 9), np.uint8)])
     proc.close()
 
 
-def test_overlapped_video_is_bit_identical_to_one_frame_at_a_time(gpu_engine, tmp_path: Path,
+def test_overlapped_video_is_bit_identical_to_one_frame_at_a_time(random_gpu_engine, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     src = make_clip(tmp_path / "src.mkv", size="320x180", frames=30, audio="aac", codec="libx264",
                     out_args=("-crf", "20"))
-    fast = upscale_video(src, tmp_path / "fast.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"))
-    monkeypatch.setattr(gpu_engine, "frame_processor", lambda fmt, slots=None: FrameProcessor(gpu_engine, fmt))
-    slow = upscale_video(src, tmp_path / "slow.mkv", gpu_engine, 2, EncodeOptions(codec="ffv1"))
+    fast = upscale_video(src, tmp_path / "fast.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"))
+    monkeypatch.setattr(random_gpu_engine, "frame_processor", lambda fmt, slots=None: FrameProcessor(random_gpu_engine, fmt))
+    slow = upscale_video(src, tmp_path / "slow.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"))
     assert fast.frames == slow.frames == 30
     a = decode(tmp_path / "fast.mkv", "yuv420p", 640, 360)
     b = decode(tmp_path / "slow.mkv", "yuv420p", 640, 360)
@@ -101,7 +91,7 @@ def test_overlapped_video_is_bit_identical_to_one_frame_at_a_time(gpu_engine, tm
             np.testing.assert_array_equal(pa, pb)
 
 
-def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(gpu_engine) -> None:
+def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(random_gpu_engine) -> None:
     """The video reader decodes into the processor's pinned input buffers, from which frames are
     uploaded with no host copy, and refills a buffer as soon as submit returns: every result must
     still be its own frame's (submit waits for the upload), for frames queued back to back."""
@@ -112,8 +102,8 @@ def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(gpu_eng
     specs = (PlaneSpec((2 * h, 2 * w), True), PlaneSpec((h, w), False), PlaneSpec((h, w), False))
     fmt = FrameFormat(in_shapes, np.dtype(np.uint8), specs, 255)
     frames = _frames(np.random.default_rng(3), in_shapes, np.uint8, 255, 5)
-    want = [gpu_engine.upscale_frame(f, specs, 255) for f in frames]
-    proc = gpu_engine.frame_processor(fmt, slots=6)
+    want = [random_gpu_engine.upscale_frame(f, specs, 255) for f in frames]
+    proc = random_gpu_engine.frame_processor(fmt, slots=6)
     buf = proc.input_buffer(sum(a * b for a, b in in_shapes))
     assert cp.cuda.runtime.pointerGetAttributes(buf.ctypes.data).type == 1  # cudaMemoryTypeHost: pinned
     views, offset = [], 0
@@ -133,14 +123,14 @@ def test_a_pinned_input_buffer_may_be_refilled_as_soon_as_submit_returns(gpu_eng
     proc.close()
 
 
-def test_close_waits_for_every_slots_downloads(gpu_engine) -> None:
+def test_close_waits_for_every_slots_downloads(random_gpu_engine) -> None:
     """On an error path frames are submitted and never waited for; close() must not return while a
     download into a slot's pinned output is still running (the buffers go back to the pool after)."""
     h, w = 1080, 1920
     in_shapes = ((h, w),)
     fmt = FrameFormat(in_shapes, np.dtype(np.uint8), (PlaneSpec((2 * h, 2 * w), True),), 255)
     frames = _frames(np.random.default_rng(4), in_shapes, np.uint8, 255, 3)
-    proc = gpu_engine.frame_processor(fmt, slots=4)
+    proc = random_gpu_engine.frame_processor(fmt, slots=4)
     jobs = [proc.submit(f) for f in frames]  # nobody waits: the last downloads follow the compute
     proc.close()
     assert all(job.slot.downloaded.done for job in jobs)
