@@ -124,7 +124,8 @@ def main() -> None:
     print(f"{report['source']}: {report['input']} -> {report['output']}, {report['engine']}, {model.name}, crf {args.crf}, "
           f"plan chosen in {report['plan_seconds']} s before timing")
     # with --repeats, each fps column is its own median and the ratio is the median of the rounds' ratios
-    print(f"{'preset':<10} {'srgpu decoder':<14} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} {'srgpu/ffmpeg':>13}")
+    print(f"{'preset':<10} {'srgpu decoder':<14} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} "
+          f"{'srgpu/ffmpeg':>13}")
     for r in rows:
         rounds = ", ".join(f"{x['srgpu_fps'] / x['ffmpeg_fps']:.1%}" for x in r["rounds"])
         print(f"{r['preset']:<10} {r['decoder']:<14} {r['frames']:>6} {r['ffmpeg_fps']:>11.1f} {r['srgpu_fps']:>10.1f} "

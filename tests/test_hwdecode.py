@@ -4,13 +4,16 @@ without a GPU; tests/test_gpu_nvdec.py checks NVDEC itself on the GPU machine.""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from srgpu.video import hwdecode
-from srgpu.video.api import plan_video
+from srgpu.video.api import EncodeOptions, plan_video, upscale_video
 from srgpu.video.errors import VideoError
+from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.reader import Reader
 
 from test_video import make_clip
 
@@ -36,6 +39,31 @@ def test_a_decoder_that_decodes_the_same_frames_passes_the_trial(h264_clip: Path
     if "libopenh264" not in hwdecode.available_decoders():
         pytest.skip("this ffmpeg has no libopenh264")
     assert hwdecode.decodes_like_software(h264_clip, 0, "yuv420p", None, "libopenh264") == (True, "")
+
+
+def test_the_chosen_decoder_decodes_only_the_upscaled_stream(h264_clip: Path, tmp_path: Path) -> None:
+    """An H.264 file with a cover image (a PNG attached picture): the decoder the trial chose is
+    named for the video stream alone, in the trial and in the reader. Forced on every video
+    stream (-c:v), an H.264 decoder would probe the PNG, log errors and fail the real decode
+    after a trial that passed."""
+    if "libopenh264" not in hwdecode.available_decoders():
+        pytest.skip("this ffmpeg has no libopenh264")
+    cover = make_clip(tmp_path / "cover.png", size="32x32", frames=1, codec="png", pix_fmt="rgb24")
+    src = tmp_path / "with_cover.mp4"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(h264_clip), "-i", str(cover), "-map", "0", "-map", "1",
+                    "-c", "copy", "-disposition:v:1", "attached_pic", str(src)], check=True)
+    assert hwdecode.decodes_like_software(src, 0, "yuv420p", None, "libopenh264") == (True, "")
+    job = plan_video(src, tmp_path / "out.mp4", 2)
+    reader = Reader(src, 0, job.layout, "yuv420p", decoder="libopenh264", size=(96, 64))
+    reader.start()
+    assert sum(1 for _ in reader.frames()) == 20
+
+
+def test_a_cpu_engine_never_tries_nvdec(h264_clip: Path, tmp_path: Path, cpu_engine,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hwdecode, "decodes_like_software", lambda *a, **k: pytest.fail("no trial with a CPU engine"))
+    result = upscale_video(h264_clip, tmp_path / "out.mkv", cpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="auto")
+    assert result.decoder == "software" and result.frames == 20
 
 
 def test_a_decoder_that_differs_fails_the_trial(h264_clip: Path) -> None:

@@ -369,6 +369,25 @@ def test_the_pipeline_needs_the_frame_size_before_decoding(tmp_path: Path, bicub
     assert reader._proc is None and not job.plan.tmp.exists()
 
 
+def test_a_failure_while_the_pipeline_starts_leaves_no_decoder_running(tmp_path: Path, bicubic2: BicubicEngine,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decoder is started before the engine allocates its buffers: if that allocation fails
+    (or Ctrl-C comes then), the decoder, already running, must be stopped, not left blocked on
+    its full pipe."""
+    src = make_clip(tmp_path / "src.mkv", size="320x240", frames=30)
+    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bicubic2, "frame_processor", no_memory)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(reader, bicubic2, job.specs, job.layout.max_value, Writer(job.plan))
+    assert reader._proc is not None and reader._proc.poll() is not None  # it was started, and ended
+    assert ffmpeg_children() == [] and not job.plan.tmp.exists()
+
+
 def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
     """A full-range (yuvj420p, 'pc') H.264 source stays full range: no range squeeze on the way
     in or out (lossless x264 on both ends shows the pixels are exactly the engine's)."""

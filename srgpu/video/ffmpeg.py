@@ -74,6 +74,14 @@ def run(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProce
         raise VideoError(f"ffmpeg did not answer within {timeout:.0f} s ({' '.join(args[:6])} ...)") from None
 
 
+def decoder_args(stream_index: int, decoder: str | None, options: Sequence[str] = ()) -> list[str]:
+    """Input options that decode stream ``stream_index`` with ``decoder`` (None: ffmpeg's choice).
+    The decoder is named for that stream alone: ``-c:v`` would force it on every video stream of
+    the file, and an H.264 decoder probing a cover image logs errors that fail the decode.
+    ``options``: the decoder's own, already specific to the stream (e.g. ``-gpu:3 0``)."""
+    return ["-c:" + str(stream_index), decoder, *options] if decoder else []
+
+
 def describe_exit(rc: int) -> str:
     """'exit status 1', or 'crashed (SIGSEGV)' for a child killed by a signal."""
     if rc < 0:

@@ -14,7 +14,9 @@ NVDEC only after its first frames, decoded both ways, came out identical in ever
 timestamp; otherwise the software decoder, which is always right, decodes it. The per-frame
 duration is not compared: NVDEC derives it from the frame rate (41.67 ms -> 42 at 24 fps in a
 millisecond time base) where the software decoder takes the container's (41), a tick that can
-change only the last frame's duration in the output.
+change only the last frame's duration in the output. One more difference: the software decoder
+logs damaged data, and srgpu then stops with an error, where NVDEC may conceal the damage and go
+on; only a stream that ends early is still caught (the output's duration is checked).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def trial_args(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | 
     """ffmpeg arguments that decode the first ``frames`` frames as the reader would and print each
     one's timestamp, duration, size and checksum (framemd5)."""
     return ["-hide_banner", "-nostdin", "-loglevel", "error", "-copyts", "-noautorotate",
-            *(["-c:v", decoder, *options] if decoder else []), "-i", str(src),
+            *ffmpeg.decoder_args(stream_index, decoder, options), "-i", str(src),
             "-map", f"0:{stream_index}", "-frames:v", str(frames), *(["-vf", vf_extra] if vf_extra else []),
             "-fps_mode", "passthrough", "-enc_time_base:v", "demux",
             "-f", "framemd5", "-pix_fmt", pipe_pix_fmt, "-"]
@@ -79,15 +81,20 @@ def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_ex
                           frames: int = TRIAL_FRAMES) -> tuple[bool | None, str]:
     """Decode the first ``frames`` frames with ``decoder`` (and ``options``) and with ffmpeg's
     default software decoder: (True, "") if every frame's samples and timestamp came out identical,
-    (False, what differs), or (None, why) if ``decoder`` could not decode them (or the software
-    decoder failed: then the reader reports the source's own error)."""
-    hw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, decoder, options, frames))
+    (False, what differs), or (None, why) if ``decoder`` could not decode them cleanly: any error
+    it logs counts, as the reader fails on any. If the software decoder fails, the source itself
+    is at fault: (None, "") then, and the reader reports the source's own error."""
+    try:
+        hw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, decoder, options, frames))
+    except VideoError as e:  # it hung: ffmpeg.run gave up on it
+        return None, f"{decoder} failed: {e}"
     hw_frames = _frames(hw.stdout)
-    if hw.returncode != 0 or not hw_frames:
-        return None, f"{decoder} failed: " + " ".join((hw.stderr.strip().splitlines() or ["no frames"])[-1].split())
+    if hw.returncode != 0 or not hw_frames or hw.stderr.strip():
+        last = (hw.stderr.strip().splitlines() or ["no frames"])[-1]
+        return None, f"{decoder} failed: " + " ".join(last.split())
     sw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, None, (), frames))
-    if sw.returncode != 0:
-        return None, "the software decoder failed too"
+    if sw.returncode != 0 or sw.stderr.strip():
+        return None, ""
     sw_frames = _frames(sw.stdout)
     if hw_frames == sw_frames:
         return True, ""
@@ -125,10 +132,10 @@ def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, g
         return refuse(f"NVDEC has no decoder for {codec or 'this codec'}")
     if cuvid not in available_decoders():
         return refuse(f"this ffmpeg has no {cuvid} decoder (imageio-ffmpeg 0.8 or later has it)")
-    options = ("-gpu", str(gpu))
+    options = (f"-gpu:{stream_index}", str(gpu))
     same, why = decodes_like_software(src, stream_index, pipe_pix_fmt, vf_extra, cuvid, options)
     if same is None:
-        return refuse(why)
+        return refuse(why) if why else plain  # no why: the source is at fault, and the reader says so
     if not same:
         if strict:
             raise VideoError(f"{src}: cannot decode on NVDEC: {why}")

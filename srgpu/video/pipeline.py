@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..engine.base import Engine, FrameFormat, PlaneSpec
+from ..engine.base import Engine, FrameFormat, FrameProcessor, PlaneSpec
 from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer
@@ -94,17 +94,9 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     # and in the writer (2: the one being written, the one lent to the pipe until the next is
     # written): fewer slots than that could block submit forever.
     dtype = reader.layout.dtype
-    # the decoder starts up (process, demuxer, its first frames) while the engine allocates its
-    # pinned buffers: the two were in series, and both are fixed costs of every video
-    reader.start()
-    try:
-        processor = engine.frame_processor(
-            FrameFormat(tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size)), dtype, tuple(specs),
-                        max_value), slots if slots is not None else depth + 5)
-    except BaseException:
-        reader.kill()
-        raise
-    reader.allocate = processor.input_buffer
+    fmt = FrameFormat(tuple((h, w) for h, w in reader.layout.plane_shapes(*reader.size)), dtype, tuple(specs),
+                      max_value)
+    processor: FrameProcessor | None = None
 
     def read() -> None:
         for frame in reader.frames():
@@ -115,6 +107,7 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
         # up to processor.in_flight frames are queued on the engine before the oldest is awaited,
         # so a GPU engine overlaps upload, compute and download; order is kept by the FIFO
         pending: deque[tuple[Frame, object]] = deque()
+        assert processor is not None  # set before the threads start
 
         def hand_on() -> None:
             frame, job = pending.popleft()
@@ -168,7 +161,22 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
         t.start()
         return t
 
-    threads = [stage("reader", read), stage("processing", process), stage("writer", write)]
+    threads: list[threading.Thread] = []
+    try:
+        # the decoder starts up (process, demuxer, its first frames) while the engine allocates
+        # its pinned buffers: the two were in series, and both are fixed costs of every video
+        reader.start()
+        processor = engine.frame_processor(fmt, slots if slots is not None else depth + 5)
+        reader.allocate = processor.input_buffer
+        for name, fn in (("reader", read), ("processing", process), ("writer", write)):
+            threads.append(stage(name, fn))
+    except BaseException as e:  # Ctrl-C or a failure while starting: no child may outlive this
+        stop.fail("start", e)
+        _shutdown(reader, writer, threads)
+        if processor is not None:
+            with contextlib.suppress(Exception):
+                processor.close()
+        raise
     try:
         while any(t.is_alive() for t in threads):
             if stop.event.wait(0.05):

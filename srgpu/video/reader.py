@@ -67,7 +67,7 @@ class Reader(ffmpeg.Child):
         self.layout = layout
         filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
         self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
-                     "-copyts", "-noautorotate", *(["-c:v", decoder, *decoder_options] if decoder else []),
+                     "-copyts", "-noautorotate", *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
                      "-i", str(src),
                      "-map", f"0:{stream_index}", "-vf", filters, "-fps_mode", "passthrough",
                      "-enc_time_base:v", "demux",  # no re-timing: rawvideo then sees the exact pts
