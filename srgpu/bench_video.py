@@ -61,6 +61,12 @@ class VideoBenchReport:
     cpu_self_ms: float | None = None
     cpu_children_ms: float | None = None
     decoder: str = "software"  # or the NVDEC decoder (h264_cuvid, ...)
+    # the end-to-end run split in three: until the first frame is handed to the encoder (plan,
+    # children starting, first frame through every stage), the steady rate from the first to the
+    # last frame handed on, and after the last (encoder flush, exit, the completeness check)
+    startup_s: float | None = None
+    steady_fps: float | None = None
+    finish_s: float | None = None
 
     @property
     def bottleneck(self) -> str:
@@ -109,17 +115,27 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         stages.append(_encode_stage(job, upscaled, timing))
         say("end-to-end ...")
         own0, children0 = cpu_seconds()
+        handed: dict[str, float] = {}  # when the first and the latest frame went to the encoder
+
+        def on_frame(_n: int, _total: int | None) -> None:
+            now = time.perf_counter()
+            handed.setdefault("first", now)
+            handed["last"] = now
+
         t0 = time.perf_counter()
-        result = upscale_video(src, out, engine, scale, options, overwrite=True, hwdec=hwdec)
-        stages.append(StageResult("end-to-end", result.frames, time.perf_counter() - t0))
+        result = upscale_video(src, out, engine, scale, options, overwrite=True, hwdec=hwdec, progress=on_frame)
+        t1 = time.perf_counter()
+        stages.append(StageResult("end-to-end", result.frames, t1 - t0))
         own1, children1 = cpu_seconds()
+        first, last = handed["first"], handed["last"]
     return VideoBenchReport(
         source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
         engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
         crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
         peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes,
         cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames,
-        decoder=result.decoder)
+        decoder=result.decoder, startup_s=first - t0, finish_s=t1 - last,
+        steady_fps=(result.frames - 1) / (last - first) if result.frames > 1 and last > first else None)
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -234,6 +250,10 @@ def format_report(r: VideoBenchReport) -> str:
     for s in r.stages:
         lines.append(f"{s.name:<12} {s.fps:9.1f}")
     lines.append(f"bottleneck: {r.bottleneck}")
+    if r.startup_s is not None and r.finish_s is not None:
+        steady = f"then {r.steady_fps:.1f} fps, " if r.steady_fps is not None else ""
+        lines.append(f"end to end: first frame to the encoder after {r.startup_s:.2f} s, {steady}"
+                     f"{r.finish_s:.2f} s from the last frame to the finished file")
     if r.cpu_self_ms is not None and r.cpu_children_ms is not None:
         lines.append(f"CPU per frame, end to end: srgpu {r.cpu_self_ms:.1f} ms, its ffmpeg decoder and encoder "
                      f"{r.cpu_children_ms:.1f} ms")

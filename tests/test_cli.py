@@ -322,6 +322,14 @@ def test_pipeline_bench_cpu_fallback_is_one_note_not_a_python_warning(tmp_path, 
     assert "bottleneck:" in r.stdout
     cpu = re.search(r"CPU per frame, end to end: srgpu ([\d.]+) ms, its ffmpeg decoder and encoder ([\d.]+) ms", r.stdout)
     assert cpu and float(cpu.group(1)) > 0 and float(cpu.group(2)) > 0
+    split = re.search(r"end to end: first frame to the encoder after ([\d.]+) s, then ([\d.]+) fps, ([\d.]+) s from "
+                      r"the last frame to the finished file", r.stdout)
+    e2e = re.search(r"end-to-end\s+([\d.]+)", r.stdout)
+    assert split and e2e, r.stdout
+    startup, steady, finish = map(float, split.groups())
+    # the three parts make up the end-to-end run: 2 frames = start-up + 1 / steady + finish
+    assert startup > 0 and steady > 0 and finish > 0
+    assert startup + 1 / steady + finish == pytest.approx(2 / float(e2e.group(1)), rel=0.05, abs=0.02)
 
 
 def test_video_stream_option_picks_the_stream_to_upscale(tmp_path, random_npz):
