@@ -276,6 +276,13 @@ def _ffmpeg_version() -> str:
         return f"not available ({type(e).__name__}: {e})"
 
 
+def _reporting(fn: Callable[[], str]) -> str:
+    try:
+        return fn()
+    except Exception as e:  # reporting only: say what is wrong, never fail `info`
+        return f"unknown ({type(e).__name__}: {e})"
+
+
 def _module_version(name: str) -> str:
     try:
         module = __import__(name)
@@ -295,6 +302,10 @@ def info() -> None:
         print(f"  {name:<15} {_module_version(name)}")
     print(f"  {'ffmpeg':<15} {_ffmpeg_version()}")
     print(f"  {'video support':<15} {'yes' if video_support() else 'no (srgpu.video is not available)'}")
+    if video_support():
+        from .video.hwdecode import nvdec_status
+
+        print(f"  {'NVDEC':<15} {_reporting(nvdec_status)}")
     status = cuda_status()
     print(f"CUDA: runtime {status.cuda_runtime or '-'}, driver {status.driver or '-'}, cupy {status.cupy_version or '-'}, "
           f"nvrtc {status.nvrtc or '-'}")

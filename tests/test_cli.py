@@ -166,6 +166,9 @@ def test_info():
     assert r.exit_code == 0
     assert r.stdout.startswith("srgpu 0.1.0")
     assert "CUDA:" in r.stdout and "models" in r.stdout and "ffmpeg" in r.stdout
+    nvdec = re.search(r"^  NVDEC +(.*)$", r.stdout, re.M)
+    assert nvdec and re.fullmatch(r"(\w+_cuvid( \w+_cuvid)*; libnvcuvid (found|not found .*))|this ffmpeg has no NVDEC.*",
+                                  nvdec.group(1)), r.stdout
     status = cuda_status()
     if not status.usable:
         assert "no usable CUDA device" in r.stdout

@@ -55,6 +55,22 @@ def available_decoders() -> frozenset[str]:
     return frozenset(m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M))
 
 
+def nvdec_status() -> str:
+    """One line for ``srgpu info``: which NVDEC decoders this ffmpeg has and whether the driver's
+    libnvcuvid, which they load, can be loaded here."""
+    import ctypes
+
+    have = [d for d in CUVID_DECODERS.values() if d in available_decoders()]
+    if not have:
+        return "this ffmpeg has no NVDEC decoders (imageio-ffmpeg 0.8 or later has them)"
+    try:
+        ctypes.CDLL("libnvcuvid.so.1")
+        lib = "libnvcuvid found"
+    except OSError:
+        lib = "libnvcuvid not found (no NVIDIA driver, or one without video decoding)"
+    return f"{' '.join(sorted(have))}; {lib}"
+
+
 def trial_args(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | None,
                decoder: str | None, options: tuple[str, ...], frames: int = TRIAL_FRAMES) -> list[str]:
     """ffmpeg arguments that decode the first ``frames`` frames as the reader would and print each
