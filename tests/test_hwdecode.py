@@ -83,7 +83,8 @@ def test_a_decoder_that_cannot_open_is_reported_not_used(h264_clip: Path) -> Non
 @pytest.mark.skipif(not NO_NVDEC, reason="an NVIDIA driver is present: NVDEC may work here")
 def test_without_nvdec_auto_decodes_in_software_and_nvdec_says_why(h264_clip: Path) -> None:
     assert hwdecode.choose_decoder(h264_clip, 0, "h264", "auto", 0, "yuv420p", None) == hwdecode.DecoderChoice()
-    with pytest.raises(VideoError, match=r"cannot decode on NVDEC: (this ffmpeg has no h264_cuvid|h264_cuvid failed)"):
+    with pytest.raises(VideoError, match=r"cannot decode on NVDEC: (this ffmpeg has no h264_cuvid|h264_cuvid failed: "
+                                         r"\[h264_cuvid\] Cannot load libnvcuvid)"):
         hwdecode.choose_decoder(h264_clip, 0, "h264", "nvdec", 0, "yuv420p", None)
 
 

@@ -106,8 +106,10 @@ def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_ex
         return None, f"{decoder} failed: {e}"
     hw_frames = _frames(hw.stdout)
     if hw.returncode != 0 or not hw_frames or hw.stderr.strip():
-        last = (hw.stderr.strip().splitlines() or ["no frames"])[-1]
-        return None, f"{decoder} failed: " + " ".join(last.split())
+        # the first line says why (e.g. "Cannot load libnvcuvid.so.1"); the last ones only that
+        # the output could not be opened
+        first = (hw.stderr.strip().splitlines() or ["no frames"])[0]
+        return None, f"{decoder} failed: " + " ".join(re.sub(r" @ 0x[0-9a-f]+\]", "]", first).split())
     sw = ffmpeg.run(trial_args(src, stream_index, pipe_pix_fmt, vf_extra, None, (), frames))
     if sw.returncode != 0 or sw.stderr.strip():
         return None, ""
