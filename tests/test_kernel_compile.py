@@ -1,0 +1,71 @@
+"""Every kernel instantiation the engine or its tuner can ask for compiles with the NVRTC that a
+pip install brings (nvidia-cuda-nvrtc-cu12, a runtime dependency), which is not the CUDA 13 of the
+GPU machine where the GPU tests run. NVRTC needs no GPU, so this runs in CI: a kernel edit that
+only one compiler accepts, or a tile in the tuner's candidate lists that does not instantiate,
+fails here before any user's first run. One architecture each: the oldest srgpu's FFMA kernels
+run on (compute 7.5) and the oldest the tensor-core kernels need (8.0); the sources have no
+architecture-specific paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from srgpu.kernels import bicubic, conv, fused, quantize
+from srgpu.kernels.build import COMPILE_OPTIONS, load_source
+from srgpu.model import random_model
+
+ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # noqa: BLE001 - no NVRTC on this machine: nothing to compile with
+        pytest.skip(f"NVRTC is not available here ({type(e).__name__}: {e})")
+    return nvrtc
+
+
+def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | None = None) -> None:
+    """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
+    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log."""
+    prog = nvrtc.createProgram(code if code is not None else load_source(filename), filename, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, f"-arch=compute_{arch}"])
+        except nvrtc.NVRTCError:
+            pytest.fail(f"{filename} (compute_{arch}) does not compile:\n{nvrtc.getProgramLog(prog)[:3000]}")
+        missing = [n for n in names if not nvrtc.getLoweredName(prog, n)]
+        assert not missing, missing
+        assert nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def test_the_harness_sees_a_compile_error(nvrtc) -> None:
+    with pytest.raises(pytest.fail.Exception, match="undefined_x"):
+        compile_all(nvrtc, "broken.cu", ["k"], 75, code="__global__ void k() { undefined_x(); }")
+
+
+def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:
+    compile_all(nvrtc, bicubic.SOURCE, bicubic.all_kernel_names(), 75)
+    compile_all(nvrtc, quantize.SOURCE, quantize.all_kernel_names(), 75)
+
+
+def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
+    names = sorted({cfg.kernel_name(layer) for arch in ARCHS for layer in conv.srcnn_layers(random_model(arch))
+                    for cfg in conv.candidates(layer)})
+    compile_all(nvrtc, conv.SOURCE, names, 75)
+
+
+@pytest.mark.parametrize("precisions, source, arch", [(("fp32",), "fused_fp32.cu", 75),
+                                                       (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
+def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
+    names = sorted({n for p in precisions for f2 in (1, 3, 5) for cfg in fused.candidate_configs(p, f2)
+                    for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
+    assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
+    compile_all(nvrtc, source, names, arch)
