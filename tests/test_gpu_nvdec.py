@@ -11,7 +11,7 @@ import pytest
 
 from srgpu.video import hwdecode
 from srgpu.video.api import EncodeOptions, upscale_video
-from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.ffmpeg import ffmpeg_exe, video_codecs
 
 from test_video import make_clip
 
@@ -29,7 +29,7 @@ def frame_list(path: Path) -> list[tuple[str, ...]]:
 
 def need_nvdec(clip: Path, codec: str, pix_fmt: str) -> None:
     cuvid = hwdecode.CUVID_DECODERS[codec]
-    if cuvid not in hwdecode.available_decoders():
+    if cuvid not in video_codecs("decoders"):
         pytest.skip(f"this ffmpeg has no {cuvid}")
     same, why = hwdecode.decodes_like_software(clip, 0, pix_fmt, None, cuvid, ("-gpu", "0"))
     if same is None:

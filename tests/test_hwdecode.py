@@ -12,7 +12,7 @@ import pytest
 from srgpu.video import hwdecode
 from srgpu.video.api import EncodeOptions, plan_video, upscale_video
 from srgpu.video.errors import VideoError
-from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.ffmpeg import ffmpeg_exe, video_codecs
 from srgpu.video.reader import Reader
 
 from test_video import make_clip
@@ -36,7 +36,7 @@ def test_no_means_the_software_decoder_and_runs_nothing(h264_clip: Path, monkeyp
 def test_a_decoder_that_decodes_the_same_frames_passes_the_trial(h264_clip: Path) -> None:
     """libopenh264 (a second software H.264 decoder) gives the same frames as ffmpeg's h264 on a
     baseline-profile stream: the trial must accept it."""
-    if "libopenh264" not in hwdecode.available_decoders():
+    if "libopenh264" not in video_codecs("decoders"):
         pytest.skip("this ffmpeg has no libopenh264")
     assert hwdecode.decodes_like_software(h264_clip, 0, "yuv420p", None, "libopenh264") == (True, "")
 
@@ -46,7 +46,7 @@ def test_the_chosen_decoder_decodes_only_the_upscaled_stream(h264_clip: Path, tm
     named for the video stream alone, in the trial and in the reader. Forced on every video
     stream (-c:v), an H.264 decoder would probe the PNG, log errors and fail the real decode
     after a trial that passed."""
-    if "libopenh264" not in hwdecode.available_decoders():
+    if "libopenh264" not in video_codecs("decoders"):
         pytest.skip("this ffmpeg has no libopenh264")
     cover = make_clip(tmp_path / "cover.png", size="32x32", frames=1, codec="png", pix_fmt="rgb24")
     src = tmp_path / "with_cover.mp4"

@@ -215,10 +215,16 @@ def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
     return tuple(m.group(1).split())
 
 
+@functools.lru_cache(maxsize=None)
+def video_codecs(kind: str) -> frozenset[str]:
+    """The video ``kind`` ("encoders" or "decoders") this ffmpeg has (its -encoders / -decoders list)."""
+    out = run(["-hide_banner", f"-{kind}"]).stdout
+    return frozenset(m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M))
+
+
 @functools.lru_cache(maxsize=1)
 def available_video_encoders() -> tuple[str, ...]:
     """The encoders srgpu documents, those this ffmpeg has."""
-    out = run(["-hide_banner", "-encoders"]).stdout
-    have = {m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M)}
+    have = video_codecs("encoders")
     wanted = ("libx264", "libx265", "libsvtav1", "ffv1", "prores_ks", "libvpx-vp9", "libaom-av1")
     return tuple(c for c in wanted if c in have)

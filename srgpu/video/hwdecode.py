@@ -21,13 +21,13 @@ on; only a stream that ends early is still caught (the output's duration is chec
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import ffmpeg
 from .errors import VideoError
+from .reader import decode_args
 
 HWDEC_MODES = ("auto", "nvdec", "no")
 # the source codec (ffprobe's name) -> ffmpeg's NVDEC decoder
@@ -48,19 +48,12 @@ class DecoderChoice:
     note: str | None = None
 
 
-@functools.lru_cache(maxsize=1)
-def available_decoders() -> frozenset[str]:
-    """The video decoders this ffmpeg has."""
-    out = ffmpeg.run(["-hide_banner", "-decoders"]).stdout
-    return frozenset(m.group(1) for m in re.finditer(r"^ V\S*\s+(\S+)", out, re.M))
-
-
 def nvdec_status() -> str:
     """One line for ``srgpu info``: which NVDEC decoders this ffmpeg has and whether the driver's
     libnvcuvid, which they load, can be loaded here."""
     import ctypes
 
-    have = [d for d in CUVID_DECODERS.values() if d in available_decoders()]
+    have = [d for d in CUVID_DECODERS.values() if d in ffmpeg.video_codecs("decoders")]
     if not have:
         return "this ffmpeg has no NVDEC decoders (imageio-ffmpeg 0.8 or later has them)"
     try:
@@ -75,11 +68,9 @@ def trial_args(src: Path, stream_index: int, pipe_pix_fmt: str, vf_extra: str | 
                decoder: str | None, options: tuple[str, ...], frames: int = TRIAL_FRAMES) -> list[str]:
     """ffmpeg arguments that decode the first ``frames`` frames as the reader would and print each
     one's timestamp, duration, size and checksum (framemd5)."""
-    return ["-hide_banner", "-nostdin", "-loglevel", "error", "-copyts", "-noautorotate",
-            *ffmpeg.decoder_args(stream_index, decoder, options), "-i", str(src),
-            "-map", f"0:{stream_index}", "-frames:v", str(frames), *(["-vf", vf_extra] if vf_extra else []),
-            "-fps_mode", "passthrough", "-enc_time_base:v", "demux",
-            "-f", "framemd5", "-pix_fmt", pipe_pix_fmt, "-"]
+    return ["-hide_banner", "-nostdin", "-loglevel", "error",
+            *decode_args(src, stream_index, decoder, options, vf_extra),
+            "-frames:v", str(frames), "-f", "framemd5", "-pix_fmt", pipe_pix_fmt, "-"]
 
 
 def _frames(proc_stdout: str) -> list[tuple[str, ...]]:
@@ -148,7 +139,7 @@ def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, g
     cuvid = CUVID_DECODERS.get(codec or "")
     if cuvid is None:
         return refuse(f"NVDEC has no decoder for {codec or 'this codec'}")
-    if cuvid not in available_decoders():
+    if cuvid not in ffmpeg.video_codecs("decoders"):
         return refuse(f"this ffmpeg has no {cuvid} decoder (imageio-ffmpeg 0.8 or later has it)")
     options = (f"-gpu:{stream_index}", str(gpu))
     same, why = decodes_like_software(src, stream_index, pipe_pix_fmt, vf_extra, cuvid, options)

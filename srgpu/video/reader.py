@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +32,16 @@ _SIZE = re.compile(r"\bs:(\d+)x(\d+)\b")
 _TIME_BASE = re.compile(r"config in time_base: (\d+)/(\d+)")
 _POOL_LIMIT = 16  # recycled frame buffers kept; more than the pipeline ever has in flight
 _BENIGN = "non monotonically increasing dts to muxer"
+
+
+def decode_args(src: Path, stream_index: int, decoder: str | None, decoder_options: Sequence[str],
+                filters: str | None) -> list[str]:
+    """ffmpeg arguments, input to filters, that decode stream ``stream_index`` of ``src`` as the
+    reader does (the output format is the caller's): timestamps as in the file, frames as stored,
+    none dropped or duplicated, no re-timing (the raw output sees the exact pts)."""
+    return ["-copyts", "-noautorotate", *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
+            "-i", str(src), "-map", f"0:{stream_index}", *(["-vf", filters] if filters else []),
+            "-fps_mode", "passthrough", "-enc_time_base:v", "demux"]
 
 
 @dataclass
@@ -67,10 +77,7 @@ class Reader(ffmpeg.Child):
         self.layout = layout
         filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
         self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
-                     "-copyts", "-noautorotate", *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
-                     "-i", str(src),
-                     "-map", f"0:{stream_index}", "-vf", filters, "-fps_mode", "passthrough",
-                     "-enc_time_base:v", "demux",  # no re-timing: rawvideo then sees the exact pts
+                     *decode_args(src, stream_index, decoder, decoder_options, filters),
                      "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]
         self.time_base: Fraction | None = None
         self.frames_read = 0
