@@ -11,13 +11,13 @@ Fused backends (hook for srgpu/kernels/fused*.py): a module listed in FUSED_BACK
 imports and defines
 
     fused_candidates(model, scale, lr_shape, hr_shape, limits, precision) -> list[FusedChoice]
-    fused_runner(choice, model, device_index, limits) -> run(lr, out, stream)
+    fused_runner(choice, model, device_index, limits) -> run(src, out, max_value, stream)
 
-where ``lr`` is the (h, w) float32 low-resolution plane in [0, 1] on the device (integer input
-already converted as ``sample * float32(1/max_value)``), and ``run`` writes the unclipped SRCNN
-output (bicubic upscale + 3 layers) into ``out``, the (H, W) float32 device plane, on ``stream``.
-Raising srgpu.engine.EngineError from either removes that backend from the choice. The engine
-quantises ``out`` as for the layer-wise plan.
+where ``src`` is the (h, w) low-resolution device plane (uint8/uint16 samples against
+``max_value``, or float32 in [0, 1]) and ``run`` writes the SRCNN output (bicubic upscale + 3
+layers), converted exactly as the layer-wise plan's last step does (srgpu.kernels.quantize), into
+``out``, the (H, W) device plane of the same dtype, on ``stream``. Raising
+srgpu.engine.EngineError from either removes that backend from the choice.
 """
 
 from __future__ import annotations

@@ -202,6 +202,36 @@ def test_every_output_sample_written(cp, precision: str) -> None:
         assert np.array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("precision", ["fp16", "fp16-fast"])
+def test_fold_path_matches_reference(cp, precision: str) -> None:
+    """The FOLD tiles (interior tiles of an exact x2 with integer samples read the LR plane through
+    conv1 folded with the bicubic): raw output against the CPU reference, 8-bit and 10-bit input,
+    two poisons; float input and a non-x2 size run the same kernel's bicubic path."""
+    rng = np.random.default_rng(53)
+    model = MODELS["9-1-5"]
+    tol = {"fp16": 2e-5, "fp16-fast": 1e-2}[precision]
+    configs = [c for c in fused.candidate_configs(precision, 1) if c.fold]
+    assert configs
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, precision, config=cfg)
+        for dtype, lr_shape in ((np.uint8, (101, 97)), (np.uint16, (135, 240)), (np.float32, (101, 97)),
+                                (np.uint8, (70, 131))):
+            out_shape = (2 * lr_shape[0], 2 * lr_shape[1] + (1 if lr_shape == (70, 131) else 0))
+            plane = random_plane(lr_shape, dtype, rng)
+            tiles = net.fold_tiles(lr_shape, out_shape)
+            assert (tiles > 0) == (out_shape == (2 * lr_shape[0], 2 * lr_shape[1])), (lr_shape, out_shape, tiles)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - fused.reference(plane, out_shape, max_value(dtype), model, raw=True))))
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in ((0, 255) if dtype == np.uint8 else (0, 65535) if dtype == np.uint16 else (-1.0, 9.0))]
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: {tiles} fold tiles, raw err {err:.3g}")
+            assert err <= tol, (cfg.label, dtype, lr_shape)
+            assert np.array_equal(outs[0], outs[1])
+            if dtype != np.float32:
+                frac, worst = fused.agreement(outs[0], fused.reference(plane, out_shape, max_value(dtype), model))
+                assert worst <= 1 and (frac >= fused.ACCURACY_BAR or precision == "fp16-fast"), (frac, worst)
+
+
 def test_strided_input_and_output(cp) -> None:
     rng = np.random.default_rng(37)
     model = MODELS["9-1-5"]

@@ -39,8 +39,6 @@ CACHED_SHAPES = 4  # frame sizes whose buffers are kept
 class _Work:
     tmp: Any  # bicubic intermediate, float32
     y: Any  # bicubic output = SRCNN input, float32 (H, W)
-    lr: Any = None  # fused plans: float32 LR plane
-    net: Any = None  # fused plans: float32 SRCNN output
 
 
 class GPUEngine(Engine):
@@ -258,17 +256,15 @@ class GPUEngine(Engine):
 
     def _run_plan(self, plan: Any, src: Any, out: Any, max_value: float) -> None:
         in_shape, out_shape = tuple(src.shape), tuple(out.shape)
-        work = self._work_buffers(in_shape, out_shape, fused=plan.kind == "fused")
-        if plan.kind == "fused":
-            self.quantize.to_unit(src, work.lr, max_value, self.stream)
+        if plan.kind == "fused":  # the kernel reads the samples and writes the converted output itself
             try:
-                self._fused_runner(plan.fused)(work.lr, work.net, self.stream)
+                self._fused_runner(plan.fused)(src, out, max_value, self.stream)
             except EngineError:
                 raise
             except Exception as e:
                 raise EngineError(f"fused kernel {plan.fused.label} failed: {' '.join(str(e).split())}") from None
-            self.quantize.from_unit(work.net, out, max_value, self.stream)
             return
+        work = self._work_buffers(in_shape, out_shape)
         self.bicubic.resize(src, work.y, work.tmp, max_value, False, self.stream)
         self._layers(plan, work.y, out, max_value)
 
@@ -365,7 +361,7 @@ class GPUEngine(Engine):
         return (bufs[0][:n1 * rows * W].reshape(n1, rows, W), bufs[1][:n2 * rows * W].reshape(n2, rows, W),
                 bufs[2][:rows * W].reshape(1, rows, W))
 
-    def _work_buffers(self, in_shape: tuple[int, int], out_shape: tuple[int, int], fused: bool = False) -> _Work:
+    def _work_buffers(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> _Work:
         from ..kernels.bicubic import intermediate_shape
 
         cp = self._cp
@@ -376,10 +372,6 @@ class GPUEngine(Engine):
                 work = _Work(cp.empty(intermediate_shape(in_shape, out_shape), dtype=np.float32),
                              cp.empty(out_shape, dtype=np.float32))
             _remember(self._work, key, work)
-        if fused and work.lr is None:
-            with self._on_device():
-                work.lr = cp.empty(in_shape, dtype=np.float32)
-                work.net = cp.empty(out_shape, dtype=np.float32)
         return work
 
     def _io_buffers(self, slot: int, in_shape: tuple[int, int], dtype: np.dtype,

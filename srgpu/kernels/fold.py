@@ -17,8 +17,9 @@ and read 8x8 LR samples per output instead of 9x9 upscaled ones at x2 (7x7 at x3
 On tensor cores, raw integer samples of up to 11 bits are exact in fp16 (with 1/max_value folded
 into the weights), so only the weights need the hi/lo split: two MMAs, not three. Samples of 12
 bits or more, or samples divided by max_value first, are not exact and need the split too.
-This module holds the tables and the float64 reference such a kernel is checked against; no
-kernel uses it yet.
+This module holds the tables and the float64 reference such a kernel is checked against;
+fused_tc.cu's FOLD path (x2) reads the phase filters of :func:`phase_filters` for the positions
+:func:`regular_range` names.
 """
 
 from __future__ import annotations
@@ -110,3 +111,39 @@ def conv1_folded_reference(lr: np.ndarray, conv1_weight: np.ndarray, conv1_bias:
         window = lr[rows[y]][:, cols].transpose(1, 0, 2)  # (W, ty, tx)
         out[:, y, :] = np.einsum("xcab,xab->cx", filters, window)
     return out + np.asarray(conv1_bias, dtype=np.float64)[:, None, None]
+
+
+def regular_range(in_len: int, out_len: int, scale: int, k: int = 9) -> tuple[int, int]:
+    """[lo, hi): the outputs along one axis of an exact x``scale`` upscale whose fold is the interior
+    phase fold (window start ``y // scale + offsets[y % scale]``, the same weights), i.e. where the
+    phase filters of :func:`phase_filters` hold; (0, 0) if none (or the size is not exact)."""
+    if out_len != in_len * scale or in_len < 1:
+        return (0, 0)
+    n = 4 * k
+    ref = axis_fold(n, n * scale, k)
+    mid = (n // 2) * scale
+    phase_w = [ref.weights[mid + p] for p in range(scale)]
+    offsets = [int(ref.starts[mid + p] - (mid + p) // scale) for p in range(scale)]
+    fold = axis_fold(in_len, out_len, k)
+    taps = ref.taps
+    ok = np.zeros(out_len, dtype=bool)
+    for y in range(out_len):
+        w = fold.weights[y]
+        if w.shape[1] < taps:
+            w = np.pad(w, ((0, 0), (0, taps - w.shape[1])))
+        elif w.shape[1] > taps and np.any(w[:, taps:] != 0):
+            continue
+        ok[y] = (fold.starts[y] == y // scale + offsets[y % scale]
+                 and np.allclose(w[:, :taps], phase_w[y % scale], rtol=0, atol=1e-12))
+    if not ok.any():
+        return (0, 0)
+    # the longest run of regular outputs (the interior: one run)
+    best, start = (0, 0), None
+    for y in range(out_len + 1):
+        if y < out_len and ok[y]:
+            start = y if start is None else start
+        elif start is not None:
+            if y - start > best[1] - best[0]:
+                best = (start, y)
+            start = None
+    return best

@@ -54,12 +54,13 @@ class FusedConfig:
     mb1: int = 2
     mb2: int = 4
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
+    fold: bool = False  # 'tc', f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
             return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
-                f"{self.nt}, {self.mb1}, {self.mb2}>")
+                f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}>")
 
     def layout_name(self, f2: int) -> str:
         return self.kernel_name(f2).replace("fused_fp32<", "fused_fp32_layout<").replace("fused_tc<", "fused_tc_layout<")
@@ -71,12 +72,12 @@ class FusedConfig:
     @property
     def params(self) -> tuple[tuple[str, Any], ...]:
         return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
-                ("p", self.p))
+                ("p", self.p), ("fold", int(self.fold)))
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
-        return s + (f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}")
+        return s + (f" mb{self.mb1}/{self.mb2}{' fold' if self.fold else ''}" if self.kernel == "tc" else f" p{self.p}")
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
@@ -86,6 +87,9 @@ def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
     kernel, split = ("fp32", False) if precision == "fp32" else ("tc", precision == "fp16")
     base = dict(CANDIDATES[(precision, _f2_key(f2))][0])
     base.update(params)
+    base["fold"] = bool(base.get("fold", False))
+    if base["fold"] and (kernel != "tc" or f2 != 1):
+        raise ValueError("the folded conv1 is built for the tensor-core kernels of 9-1-5 only")
     return FusedConfig(kernel, split, **base)
 
 
@@ -106,11 +110,14 @@ CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
     ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1),
-                  dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1)],
+                  dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
+                  dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=1)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
     ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
     ("fp16-fast", 1): [dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4),
-                       dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1)],
+                       dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
+                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
     ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1),
                        dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2)],
@@ -171,23 +178,46 @@ def conv1_matrix(w1: np.ndarray) -> np.ndarray:
     return b
 
 
-def pack_tc(model: SRCNNModel, split: bool) -> np.ndarray:
-    """uint32 [W1 fragments hi (lo) | W2 fragments hi (lo) | W3 fragments hi (lo) | b1 | b2 | b3 0 0 0]
-    (fused_tc.cu TcCfg): B fragments of conv1 (96 x 64), conv2 per tap (64 x 32) and the Z GEMM
-    (32 channels x 25 taps padded to 32)."""
+FOLD_SCALE = 2  # the folded conv1 is built for exact x2 upscales (four phase filters)
+FOLD_MAX_SAMPLE = 2048  # integers up to 2^11 are exact in fp16
+
+
+def fold_matrices(model: SRCNNModel) -> tuple[np.ndarray, int, np.ndarray]:
+    """conv1 folded with the x2 bicubic (fold.phase_filters) as four B matrices (64 taps a * 8 + b,
+    64 channels), one per phase py * 2 + px, scaled by 2^e so the largest is ~2^14 (the fp16 lo
+    halves stay normal); returns (B (4, 64, 64) float32, e, the phase offsets)."""
+    from .fold import phase_filters
+
+    ph = phase_filters(model.arrays(np.float32)["conv1_weight"].astype(np.float64), FOLD_SCALE)
+    f = ph.filters.reshape(FOLD_SCALE * FOLD_SCALE, 64, ph.taps * ph.taps)  # (phase, c, a * taps + b)
+    e = int(np.floor(np.log2(2.0**14 / np.max(np.abs(f)))))
+    return np.ascontiguousarray((f * 2.0**e).transpose(0, 2, 1).astype(np.float32)), e, ph.offsets
+
+
+def pack_tc(model: SRCNNModel, split: bool, fold: bool = False) -> tuple[np.ndarray, int]:
+    """uint32 [W2 fragments hi (lo) | W3 fragments hi (lo) | b1 | b2 | b3 0 0 0 | W1 fragments hi (lo)
+    | with ``fold``: the four phase matrices' fragments, hi (lo) each] (fused_tc.cu TcCfg): B
+    fragments of conv2 per tap (64 x 32), the Z GEMM (32 channels x 25 taps padded to 32), conv1
+    (96 x 64) and the folded conv1 (64 x 64 per phase); and the fold's exponent e (0 without)."""
     a = model.arrays(np.float32)
     f2 = model.f2
-    mats = [conv1_matrix(a["conv1_weight"][:, 0]),
-            np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]),
-            np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))]
-    words = []
-    for m, rows in zip(mats, (96, 64, 32)):
+
+    def fragments(m: np.ndarray, rows: int) -> list[np.ndarray]:
         hi, lo = split_fp16(m)
-        for part in ((hi, lo) if split else (hi,)):
-            words.append(np.concatenate([b_fragments(part[t:t + rows]).ravel() for t in range(0, part.shape[0], rows)]))
+        return [np.concatenate([b_fragments(part[t:t + rows]).ravel() for t in range(0, part.shape[0], rows)])
+                for part in ((hi, lo) if split else (hi,))]
+
+    words = fragments(np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]), 64)
+    words += fragments(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7))), 32)
     biases = np.concatenate([a["conv1_bias"], a["conv2_bias"], [a["conv3_bias"][0], 0, 0, 0]]).astype(np.float32)
     words.append(biases.view(np.uint32))
-    return np.ascontiguousarray(np.concatenate(words).astype(np.uint32))
+    words += fragments(conv1_matrix(a["conv1_weight"][:, 0]), 96)
+    e = 0
+    if fold:
+        mats, e, _ = fold_matrices(model)
+        for m in mats:
+            words += fragments(m, 64)
+    return np.ascontiguousarray(np.concatenate(words).astype(np.uint32)), e
 
 
 # ---------------------------------------------------------------- NumPy references
@@ -216,6 +246,21 @@ def agreement(got: np.ndarray, expect: np.ndarray) -> tuple[float, int]:
 # ---------------------------------------------------------------- GPU
 
 
+def fold_args(in_shape: tuple[int, int], out_shape: tuple[int, int]) -> np.ndarray:
+    """fused_tc.cu's ``fold`` array: {on, phase 0 / 1 window offsets, their minimum, then the frame
+    rows [ylo, yhi) and columns [xlo, xhi) where the phase filters hold}; ``on`` = 0 unless the
+    upscale is an exact x2 with such a region along both axes."""
+    from .fold import phase_filters, regular_range
+
+    (h, w), (H, W) = in_shape, out_shape
+    ylo, yhi = regular_range(h, H, FOLD_SCALE)
+    xlo, xhi = regular_range(w, W, FOLD_SCALE)
+    offsets = phase_filters(np.zeros((1, 1, 9, 9)), FOLD_SCALE).offsets
+    on = int(yhi > ylo and xhi > xlo)
+    return np.array([on, offsets[0], offsets[1], offsets.min(), ylo, yhi, xlo, xhi], np.int32)
+
+
+
 @dataclass(frozen=True)
 class Layout:
     shared_bytes: int
@@ -242,6 +287,8 @@ class _Tables:
     rows_first: int
     first0: Any
     nfirst: int
+    fold: Any = None  # int32[8] for fused_tc's FOLD blocks (fused_tc.cu), `on` set
+    no_fold: Any = None  # the same with `on` clear (inputs the fold cannot take exactly)
 
 
 def _first_pass_window(idx: np.ndarray, n_tiles: int, tile: int, margin: int, window: int,
@@ -291,7 +338,10 @@ class FusedSRCNN:
                                          cp.cuda.get_current_stream())
             v = buf.get()
             self.layout = Layout(*(int(x) for x in v[:7]))
-            packed = pack_fp32(model) if cfg.kernel == "fp32" else pack_tc(model, cfg.split)
+            if cfg.kernel == "fp32":
+                packed, self.fold_exponent = pack_fp32(model), 0
+            else:
+                packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold)
             expect = int(v[8]) + 64 * f2 * f2 * 32 if cfg.kernel == "fp32" else int(v[7])
             if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
                 raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "
@@ -323,14 +373,39 @@ class FusedSRCNN:
             if need > L.tmp_floats:
                 raise EngineError(f"{self.name}: {w}x{h} -> {W}x{H} needs a {need}-float bicubic buffer per tile "
                                   f"(capacity {L.tmp_floats}); the fused kernels are for upscaling")
+            fold = fold_args(in_shape, out_shape) if self.config.fold else np.zeros(8, np.int32)
             with self.device:
                 t = _Tables(cp.asarray(wv), cp.asarray(iv), int(wv.shape[1]), cp.asarray(wh), cp.asarray(ih),
-                            int(wh.shape[1]), int(rows_first), cp.asarray(first0), nfirst)
+                            int(wh.shape[1]), int(rows_first), cp.asarray(first0), nfirst, cp.asarray(fold),
+                            cp.asarray(np.concatenate([[0], fold[1:]]).astype(np.int32)))
             self._tables[key] = t
         return t
 
     def grid(self, out_shape: tuple[int, int]) -> tuple[int, int, int]:
         return (cdiv(out_shape[1], self.layout.tile_cols), cdiv(out_shape[0], self.layout.tile_rows), 1)
+
+    def folds(self, dtype: Any, max_value: float) -> bool:
+        """Whether this kernel's interior tiles read the LR samples through the folded conv1 for
+        this input: integer samples exact in fp16 (fold.py), on a FOLD instantiation."""
+        return (self.config.fold and np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.uint16))
+                and max_value <= FOLD_MAX_SAMPLE)
+
+    def fold_tiles(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> int:
+        """How many tiles of this frame size take the fold path (for integer inputs; the kernel's
+        own test, on the host)."""
+        if not self.config.fold:
+            return 0
+        f = fold_args(in_shape, out_shape)
+        if not f[0]:
+            return 0
+        gx, gy, _ = self.grid(out_shape)
+        L, H = self.layout, out_shape[0]
+        zy = np.arange(gy) * L.tile_rows - 2
+        nz = np.minimum(L.tile_rows, H - np.arange(gy) * L.tile_rows) + 4
+        zx = np.arange(gx) * L.tile_cols - 2
+        rows = (zy >= f[4]) & (zy + nz <= f[5])
+        cols = (zx >= f[6]) & (zx + L.tile_cols + 4 <= f[7])
+        return int(rows.sum() * cols.sum())
 
     # ------------------------------------------------------------ running
 
@@ -368,6 +443,10 @@ class FusedSRCNN:
                     np.int32(H), np.int32(W), t.wv, t.iv, np.int32(t.tv), t.wh, t.ih, np.int32(t.th),
                     np.int32(t.rows_first), t.first0, np.int32(t.nfirst), out, np.int32(mode),
                     np.int32(out.strides[0] // out.itemsize), np.float32(max_value), self.weights)
+            if self.config.kernel == "tc":
+                folds = self.folds(in_dtype, max_value) and not bicubic_only
+                args += (t.fold if folds else t.no_fold,
+                         np.float32(np.float32(2.0**-self.fold_exponent) * inv_max(in_dtype, max_value)))
             launch = Launch(self.kernel.name, self.grid((H, W)), (self.layout.threads, 1, 1), self.layout.shared_bytes)
             self.kernel(launch, args, stream if stream is not None else cp.cuda.get_current_stream())
         return out
@@ -412,9 +491,14 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     y0w = cdiv(rw1 + 10, 4) * 4
     py0 = (cfg.th + 2 * (6 + h2)) * (y0w // 2)
     py = py0 + (48 - py0 % 32) % 32
-    weights = nspl * (6 * 4 * 32 * 4 + f2 * f2 * 4 * 2 * 32 * 4 + 2 * 2 * 32 * 4) + 100
+    common = nspl * (f2 * f2 * 4 * 2 * 32 * 4 + 2 * 2 * 32 * 4) + 100
     a1 = nspl * (cfg.r + 2 * h2) * rw1 * 32 if f2 > 1 else 0
-    return 4 * (weights + 2 * nspl * py + a1 + 25 * pz)
+    bicubic_path = nspl * 6 * 4 * 32 * 4 + 2 * nspl * py + a1
+    fold_path = 0
+    if cfg.fold:
+        plr0 = ((cfg.th + 3) // 2 + 9) * (cfg.rw // 4 + 5)
+        fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32)
+    return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
 
 
 def self_check(device_index: int = 0, precision: str = "fp32", arch: str = "9-1-5", seed: int = 0) -> dict[str, float]:
@@ -466,14 +550,15 @@ def fused_candidates(model: SRCNNModel, scale: int, lr_shape: Sequence[int], hr_
 
 
 def fused_runner(choice: Any, model: SRCNNModel, device_index: int, limits: Any) -> Any:
-    """srgpu.tune hook: run(lr, out, stream) with ``lr`` the float32 LR plane in [0, 1] and ``out``
-    the float32 (H, W) plane that receives the unclipped network output."""
+    """srgpu.tune hook: run(src, out, max_value, stream) with ``src`` the LR plane (uint8/uint16
+    against ``max_value``, or float32 in [0, 1]) and ``out`` the (H, W) plane of the same dtype
+    that receives the converted output (the kernel reads and writes the samples itself)."""
     params = dict(choice.params)
     cfg = config_for(choice.precision, model.f2, **{k: int(v) for k, v in params.items()})
     net = FusedSRCNN(model, choice.precision, device_index, cfg, limits)
 
-    def run(lr: Any, out: Any, stream: Any) -> None:
-        net.run(lr, tuple(out.shape), 1.0, out=out, raw=True, stream=stream)
+    def run(src: Any, out: Any, max_value: float, stream: Any) -> None:
+        net.run(src, tuple(out.shape), max_value, out=out, stream=stream)
 
     run.net = net  # type: ignore[attr-defined]
     return run

@@ -11,6 +11,13 @@
 //          loads A with ldmatrix, K = 64 per tap, F2 x F2 taps.
 //   conv3: Z[p][d] = sum_c A2[p][c] W3[c][d], K = 32, N = 25 taps (padded to 32), again straight
 //          from the conv2 accumulators; then the shifted sum of fused_common.cu in fp32.
+// FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
+//   the bicubic: conv1 reads the LR samples themselves through the four phase filters of
+//   srgpu/kernels/fold.py (8 x 8 LR taps = K 64, no padding). Samples of up to 11 bits are exact
+//   in fp16, so only the weights need the hi/lo split: two MMAs per product, not three. An MMA
+//   block is 16 positions of one row and one column phase (every other column); the weights are
+//   scaled by 2^e so their lo halves stay normal fp16, and acc * (2^-e / max_value) + b1 undoes it.
+//   Blocks at the frame's edges take the bicubic path.
 // SPLIT: each fp16 operand x is carried as hi = fp16(x) and lo = fp16(x - hi) and every product
 // as hi*hi + hi*lo + lo*hi (three MMAs), which keeps about 22 bits: the output matches the fp32
 // network to ~1e-6, where plain fp16 operands (SPLIT = false) are off by ~5e-4 (a few % of 8-bit
@@ -66,7 +73,7 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
 
 // --- PTX helpers end
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
 struct TcCfg {
     static constexpr bool SPLIT_ = SPLIT;
     static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
@@ -87,20 +94,36 @@ struct TcCfg {
     static constexpr int W1F = 6 * 4 * 32 * 4;  // B fragments, words per copy
     static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
     static constexpr int W3F = 2 * 2 * 32 * 4;
-    // shared memory, 32-bit words; [0, O_Y) is a copy of the packed global weight array
-    static constexpr int O_W1F = 0;
-    static constexpr int O_W2F = O_W1F + NSPL * W1F;
+    // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
+    static constexpr int W1P = 4 * 4 * 32 * 4;
+    static constexpr int LRR = (TH + 3) / 2 + 9;  // LR rows and 32-bit words per row (pairs) of the tile
+    static constexpr int LRWW = RW / 4 + 5;
+    static constexpr int PLR0 = LRR * LRWW;
+    static constexpr int PLR = PLR0 + (48 - PLR0 % 32) % 32;  // = 16 (mod 32): the two copies on other banks
+    // shared memory, 32-bit words; [0, O_W1F) is a copy of the packed global array's prefix, then the
+    // bicubic path's conv1 fragments and Y planes, or the fold path's phase fragments and LR planes
+    static constexpr int O_W2F = 0;
     static constexpr int O_W3F = O_W2F + NSPL * W2F;
     static constexpr int O_B1 = O_W3F + NSPL * W3F;
     static constexpr int O_B2 = O_B1 + 64;
     static constexpr int O_B3 = O_B2 + 32;
-    static constexpr int O_Y = O_B3 + 4;
-    static constexpr int O_A1 = O_Y + 2 * NSPL * PY;  // planes: E hi, O hi [, E lo, O lo]
-    static constexpr int O_Z = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
+    static constexpr int O_W1F = O_B3 + 4;
+    static constexpr int O_Y = O_W1F + NSPL * W1F;  // planes: E hi, O hi [, E lo, O lo]
+    static constexpr int O_A1 = O_Y + 2 * NSPL * PY;
+    static constexpr int END_BIC = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
+    static constexpr int O_W1P = O_W1F;
+    static constexpr int O_LR = O_W1P + 4 * NSPL * W1P;  // planes: E, O (samples are exact: no lo)
+    static constexpr int END_FOLD = FOLD ? O_LR + 2 * PLR : 0;
+    static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
+    // the packed global array: [prefix | W1F hi (lo) | W1P (FOLD): phase 0 hi (lo), phase 1 ...]
+    static constexpr int G_W1P = O_Y;
+    static constexpr int PACKED = O_Y + (FOLD ? 4 * NSPL * W1P : 0);
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4");
-    static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0, "16-byte alignment");
+    static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0, "16-byte alignment");
+    static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
+                  "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
 };
 
 // conv1 for MB blocks of 16 positions. b0/b8: word index (plane + row + column/2) of the
@@ -216,8 +239,8 @@ __device__ __forceinline__ void tc_mma_k(float (&acc)[MB][NTILE][4], const u32 (
     tc_mma_passes<C, MB, NTILE / 2, NTILE>(acc, ah, al, bh, bl);
 }
 
-// ReLU(conv2) accumulators -> Z GEMM -> the Z ring (rows rr, columns xb .. xb + 15).
-template <class C, int MB>
+// ReLU(conv2) accumulators -> Z GEMM -> the Z ring (rows rr, columns xb + CS * i, i < 16).
+template <class C, int MB, int CS = 1>
 __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc2)[MB][4][4], const int (&rr)[MB],
                                      const int (&xb)[MB], const bool (&ok)[MB], int lane) {
     const uint4* W3 = reinterpret_cast<const uint4*>(smw + C::O_W3F) + lane;
@@ -238,17 +261,17 @@ __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
         if (!ok[m]) continue;
-        float* zrow = Z + (rr[m] % C::CZ) * C::RW_ + xb[m] + r0;
+        float* zrow = Z + (rr[m] % C::CZ) * C::RW_ + xb[m] + CS * r0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int d = 8 * j + 2 * cq;
             if (d < 25) {
                 zrow[d * C::PZ] = acc3[m][j][0];
-                zrow[d * C::PZ + 8] = acc3[m][j][2];
+                zrow[d * C::PZ + 8 * CS] = acc3[m][j][2];
             }
             if (d + 1 < 25) {
                 zrow[(d + 1) * C::PZ] = acc3[m][j][1];
-                zrow[(d + 1) * C::PZ + 8] = acc3[m][j][3];
+                zrow[(d + 1) * C::PZ + 8 * CS] = acc3[m][j][3];
             }
         }
     }
@@ -298,6 +321,151 @@ __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (
         }
         tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
     }
+}
+
+// ---------------------------------------------------------------- FOLD: conv1 from the LR samples
+
+// The bicubic's symmetric border (srgpu.resize.mirror): ..., 1, 0 | 0, 1, ..., n-1 | n-1, n-2, ...
+__device__ __forceinline__ int mirror_index(int i, int n) {
+    const int p = 2 * n;
+    i %= p;
+    if (i < 0) i += p;
+    return i < n ? i : p - 1 - i;
+}
+
+// acc (MB x 8 n-tiles) += A (exact) x B (hi [, lo]): two passes with SPLIT, so no MMA waits on the one before it.
+template <class C, int MB>
+__device__ __forceinline__ void tc_mma_exact_a(float (&acc)[MB][8][4], const u32 (&a)[MB][4], const uint4 (&bh)[4],
+                                               const uint4 (&bl)[4]) {
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            mma16816(acc[m][2 * jp], a[m], bh[jp].x, bh[jp].y);
+            mma16816(acc[m][2 * jp + 1], a[m], bh[jp].z, bh[jp].w);
+        }
+    if (C::SPLIT_) {
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp)
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                mma16816(acc[m][2 * jp], a[m], bl[jp].x, bl[jp].y);
+                mma16816(acc[m][2 * jp + 1], a[m], bl[jp].z, bl[jp].w);
+            }
+    }
+}
+
+// K-step s (LR tap rows 2s, 2s + 1) of the folded conv1: b0 is this lane's word in the LR planes
+// (copy, row and pair of its position r0, plus cq); Wp the phase's fragments.
+template <class C, int MB>
+__device__ __forceinline__ void tc_fold_load(const u32* L, const int (&b0)[MB], const uint4* Wp, int s,
+                                             u32 (&a)[MB][4], uint4 (&bh)[4], uint4 (&bl)[4]) {
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        const int w = b0[m] + 2 * s * C::LRWW;
+        a[m][0] = L[w];
+        a[m][1] = L[w + 4];  // position r0 + 8: eight LR columns on
+        a[m][2] = L[w + C::LRWW];
+        a[m][3] = L[w + C::LRWW + 4];
+    }
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+        bh[jp] = Wp[(s * 4 + jp) * 32];
+        if (C::SPLIT_) bl[jp] = Wp[C::W1P / 4 + (s * 4 + jp) * 32];
+    }
+}
+
+// conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block. A job is MB blocks of 16
+// positions of one row and one column phase px: region columns px + 2 * (16 * blk + i).
+// d0 / d1: first LR row (column) of phase 0 / 1's window, relative to the tile's LR origin.
+template <class C>
+__device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0, int d1, float fscale) {
+    constexpr int MB = C::MB1_, BPP = C::RW_ / 32, GPP = BPP / MB, JPR = 2 * GPP;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
+    const u32* L = smw + C::O_LR;
+    const int nj = (z1 - z0) * JPR;
+    for (int job = warp; job < nj; job += C::NW) {
+        const int row = z0 + job / JPR, rem = job % JPR, px = rem / GPP, blk0 = (rem % GPP) * MB;
+        const int py = row & 1;  // the Z region starts on an even frame row and column
+        const int lrow = (row >> 1) + (py ? d1 : d0), dcol = px ? d1 : d0;
+        int b0[MB], rr[MB], xb[MB];
+        bool ok[MB];
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            const int lcol = 16 * (blk0 + m) + r0 + dcol;
+            b0[m] = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
+            rr[m] = row;
+            xb[m] = px + 32 * (blk0 + m);
+            ok[m] = true;
+        }
+        const uint4* Wp = reinterpret_cast<const uint4*>(smw + C::O_W1P + (py * 2 + px) * C::NSPL * C::W1P) + lane;
+        float acc[MB][8][4];
+#pragma unroll
+        for (int m = 0; m < MB; ++m)
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+        {
+            u32 a[2][MB][4];
+            uint4 bh[2][4], bl[2][4];
+            tc_fold_load<C, MB>(L, b0, Wp, 0, a[0], bh[0], bl[0]);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                if (s + 1 < 4) tc_fold_load<C, MB>(L, b0, Wp, s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
+                tc_mma_exact_a<C, MB>(acc, a[s & 1], bh[s & 1], bl[s & 1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                acc[m][j][0] = fmaf(acc[m][j][0], fscale, b.x);
+                acc[m][j][1] = fmaf(acc[m][j][1], fscale, b.y);
+                acc[m][j][2] = fmaf(acc[m][j][2], fscale, b.x);
+                acc[m][j][3] = fmaf(acc[m][j][3], fscale, b.y);
+            }
+        }
+        float acc2[MB][4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            u32 ah[MB][4], al[MB][4];
+            tc_to_a<C, MB, 8>(acc, k, ah, al);
+            tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
+        }
+        tc_z<C, MB, 2>(smw, Z, acc2, rr, xb, ok, lane);
+    }
+}
+
+// The LR tile of a fold block as fp16 (exact integers): rows ly0 + [0, LRR), columns lx0 + [0, 2 LRWW],
+// the symmetric border of the bicubic applied (the fold's windows are unfolded indices). Plane E
+// word w = columns (2w, 2w + 1), plane O word w = (2w + 1, 2w + 2). Ends with a barrier.
+template <class C, int NT>
+__device__ void tc_load_lr(const FusedArgs& a, u32* smw, int ly0, int lx0) {
+    unsigned short* Lh = reinterpret_cast<unsigned short*>(smw + C::O_LR);
+    constexpr int LW = 2 * C::LRWW, N = LW + 1;
+    for (int e = threadIdx.x; e < C::LRR * N; e += NT) {
+        const int r = e / N, c = e - r * N;
+        const long long idx = (long long)mirror_index(ly0 + r, a.h) * a.in_pitch + mirror_index(lx0 + c, a.w);
+        const float v = a.in_type == IN_U8 ? (float)__ldg((const unsigned char*)a.in + idx)
+                                           : (float)__ldg((const unsigned short*)a.in + idx);
+        const unsigned short hv = f2h(v);
+        if (c < LW) Lh[r * LW + c] = hv;
+        if (c >= 1) Lh[2 * C::PLR + r * LW + c - 1] = hv;
+    }
+    __syncthreads();
 }
 
 // ---------------------------------------------------------------- F2 > 1: A1 ring (fp16 records), ldmatrix conv2
@@ -458,47 +626,68 @@ __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, in
 
 // ---------------------------------------------------------------- the kernel
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
-__global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights) {
+// fold: int[8] {on, offset of phase 0, offset of phase 1, their minimum, then the region of
+// frame rows [ylo, yhi) and columns [xlo, xhi) whose conv1 is the phase filter's}; fscale =
+// 2^-e / max_value. A block folds when `on` and its whole Z region lies in that region.
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
+__global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
+                                                  const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD> C;
     extern __shared__ __align__(16) u32 smw[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
+    const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
+    const int nz = nout + 4;
+    const int zvy = oy0 - 2, zvx = ox0 - 2;
+    bool folding = false;
+    if constexpr (FOLD) {
+        folding = __ldg(fold) != 0 && a.out_mode != OUT_BICUBIC && zvy >= __ldg(fold + 4) &&
+                  zvy + nz <= __ldg(fold + 5) && zvx >= __ldg(fold + 6) && zvx + RW <= __ldg(fold + 7);
+    }
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
-        for (int i = threadIdx.x; i < C::O_Y / 4; i += NT) dst[i] = __ldg(src + i);
+        for (int i = threadIdx.x; i < C::O_W1F / 4; i += NT) dst[i] = __ldg(src + i);
+        if (folding) {
+            for (int i = threadIdx.x; i < 4 * C::NSPL * C::W1P / 4; i += NT)
+                dst[C::O_W1P / 4 + i] = __ldg(src + C::G_W1P / 4 + i);
+        } else {
+            for (int i = threadIdx.x; i < C::NSPL * C::W1F / 4; i += NT) dst[C::O_W1F / 4 + i] = __ldg(src + C::O_W1F / 4 + i);
+        }
     }
+    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
-    {
+    int d0 = 0, d1 = 0;
+    if (folding) {
+        const int offmin = __ldg(fold + 3);
+        d0 = __ldg(fold + 1) - offmin;
+        d1 = __ldg(fold + 2) - offmin;
+        tc_load_lr<C, NT>(a, smw, (zvy >> 1) + offmin, (zvx >> 1) + offmin);
+    } else {
         const int cq = threadIdx.x & 3;
 #pragma unroll
         for (int i = 0; i < 12; ++i) {
             const int p = 8 * (i >> 1) + 4 * (i & 1) + cq;
             off[i] = p < 45 ? (p / 5) * C::Y0WW + p % 5 : 8 * C::Y0WW + (p - 45);
         }
+        unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
+        fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1,
+                      a.first0[a.rows_first ? blockIdx.x : blockIdx.y], Z, [&](int r, int c, float v) {
+                          // even-start copy: halves c; odd-start copy: halves c - 1 (pairs (c-1, c))
+                          const unsigned short hh = f2h(v);
+                          const int i = r * C::Y0W + c;
+                          if (c < C::Y0W) Yh[i] = hh;
+                          if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
+                          if (SPLIT) {
+                              const unsigned short ll = f2h(v - h2f(hh));
+                              if (c < C::Y0W) Yh[4 * C::PY + i] = ll;
+                              if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
+                          }
+                      });
+        if (a.out_mode == OUT_BICUBIC) return;  // the host asks the fp32 kernel for that
     }
-    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
-    unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
-    fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1, a.first0[a.rows_first ? blockIdx.x : blockIdx.y],
-                  Z, [&](int r, int c, float v) {
-                      // even-start copy: halves c; odd-start copy: halves c - 1 (pairs (c-1, c))
-                      const unsigned short hh = f2h(v);
-                      const int i = r * C::Y0W + c;
-                      if (c < C::Y0W) Yh[i] = hh;
-                      if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
-                      if (SPLIT) {
-                          const unsigned short ll = f2h(v - h2f(hh));
-                          if (c < C::Y0W) Yh[4 * C::PY + i] = ll;
-                          if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
-                      }
-                  });
-    const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
-    if (a.out_mode == OUT_BICUBIC) return;  // the host asks the fp32 kernel for that
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
-    const int nz = nout + 4;
-    const int zvy = oy0 - 2, zvx = ox0 - 2;
     int z_done = 0, a1_done = 0, out_done = 0;
     while (out_done < nout) {
         const int z_t = min(z_done + R, nz);
@@ -513,7 +702,14 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
             }
             tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
         } else {
-            tc_chain_z<C>(smw, Z, z_done, z_t, off);
+            if constexpr (FOLD) {
+                if (folding)
+                    tc_chain_z_fold<C>(smw, Z, z_done, z_t, d0, d1, fscale);
+                else
+                    tc_chain_z<C>(smw, Z, z_done, z_t, off);
+            } else {
+                tc_chain_z<C>(smw, Z, z_done, z_t, off);
+            }
         }
         __syncthreads();
         fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
@@ -527,9 +723,9 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     }
 }
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
 __global__ void fused_tc_layout(int* out) {
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
-    out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::O_Y; out[8] = C::O_W2F;
+    out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;
 }
