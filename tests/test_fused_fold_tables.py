@@ -124,12 +124,20 @@ def test_fold_args_off_where_the_fold_does_not_hold() -> None:
     assert fused.fold_args((40, 40), (120, 120))[0] == 0  # x3: the kernel's tables are x2
 
 
-def test_fold_needs_the_tensor_core_9_1_5_kernel() -> None:
-    with pytest.raises(ValueError):
-        fused.config_for("fp32", 1, fold=1)
-    with pytest.raises(ValueError):
-        fused.config_for("fp16-fast", 5, fold=1)
-    cfg = fused.config_for("fp16", 1, fold=1)
-    assert cfg.kernel_name(1).endswith(", true>") and "fold" in cfg.label
-    # the fold path's planes are counted in the shared memory the host expects
-    assert fused.shared_bytes(cfg, 1) >= fused.shared_bytes(fused.config_for("fp16", 1), 1)
+def test_fold_is_built_for_9_1_5() -> None:
+    for precision in ("fp32", "fp16-fast"):
+        with pytest.raises(ValueError):
+            fused.config_for(precision, 5, fold=1)
+    for precision in fused.PRECISIONS:
+        cfg = fused.config_for(precision, 1, fold=1)
+        assert cfg.kernel_name(1).endswith(", true>") and cfg.label.endswith(" fold")
+        # the fold path's weights and planes are counted in the shared memory the host expects
+        assert fused.shared_bytes(cfg, 1) > fused.shared_bytes(fused.config_for(precision, 1, fold=0), 1)
+
+
+def test_fp32_packing_carries_the_phase_filters() -> None:
+    model = random_model("9-1-5", seed=4, scale=2)
+    plain, folded = fused.pack_fp32(model), fused.pack_fp32(model, fold=True)
+    assert folded.size == plain.size + 4 * 64 * 64 and np.array_equal(folded[:plain.size], plain)
+    mats, e, _ = fused.fold_matrices(model)
+    np.testing.assert_array_equal(folded[plain.size:].reshape(4, 64, 64) * np.float32(2.0**e), mats)

@@ -202,14 +202,14 @@ def test_every_output_sample_written(cp, precision: str) -> None:
         assert np.array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("precision", ["fp16", "fp16-fast"])
+@pytest.mark.parametrize("precision", fused.PRECISIONS)
 def test_fold_path_matches_reference(cp, precision: str) -> None:
     """The FOLD tiles (interior tiles of an exact x2 with integer samples read the LR plane through
     conv1 folded with the bicubic): raw output against the CPU reference, 8-bit and 10-bit input,
     two poisons; float input and a non-x2 size run the same kernel's bicubic path."""
     rng = np.random.default_rng(53)
     model = MODELS["9-1-5"]
-    tol = {"fp16": 2e-5, "fp16-fast": 1e-2}[precision]
+    tol = {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
     configs = [c for c in fused.candidate_configs(precision, 1) if c.fold]
     assert configs
     for cfg in configs:
@@ -229,7 +229,10 @@ def test_fold_path_matches_reference(cp, precision: str) -> None:
             assert np.array_equal(outs[0], outs[1])
             if dtype != np.float32:
                 frac, worst = fused.agreement(outs[0], fused.reference(plane, out_shape, max_value(dtype), model))
-                assert worst <= 1 and (frac >= fused.ACCURACY_BAR or precision == "fp16-fast"), (frac, worst)
+                if precision in ("fp32", "fp16"):
+                    assert worst <= 1 and frac >= fused.ACCURACY_BAR, (frac, worst)
+                else:  # plain fp16: measured, bounded (10-bit levels are 4x finer)
+                    assert worst <= (1 if dtype == np.uint8 else 4), (frac, worst)
 
 
 def test_strided_input_and_output(cp) -> None:

@@ -58,7 +58,7 @@ class FusedConfig:
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
-            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}>"
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
                 f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}>")
 
@@ -77,7 +77,8 @@ class FusedConfig:
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
-        return s + (f" mb{self.mb1}/{self.mb2}{' fold' if self.fold else ''}" if self.kernel == "tc" else f" p{self.p}")
+        s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
+        return s + (" fold" if self.fold else "")
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
@@ -88,8 +89,8 @@ def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
     base = dict(CANDIDATES[(precision, _f2_key(f2))][0])
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
-    if base["fold"] and (kernel != "tc" or f2 != 1):
-        raise ValueError("the folded conv1 is built for the tensor-core kernels of 9-1-5 only")
+    if base["fold"] and f2 != 1:
+        raise ValueError("the folded conv1 is built for 9-1-5 only")
     return FusedConfig(kernel, split, **base)
 
 
@@ -102,22 +103,25 @@ def _f2_key(f2: int) -> int:
     return 1 if f2 == 1 else 3 if f2 == 3 else 5
 
 
-# Tiles per (precision, f2), fastest first as measured on an H200 (BENCHMARKS.md "Fused kernels").
+# Tiles per (precision, f2), fastest first as measured on an H200 and an H100 (BENCHMARKS.md "Fused
+# kernels"); fold = 1: the folded conv1 on interior tiles of exact x2 upscales of integer samples.
 # Shared memory decides most of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the
 # A1 ring and conv2's weights; one block per SM for the defaults.
 CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
-    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4)],
+    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4, fold=0), dict(th=64, rw=64, r=16, nt=256, p=4, fold=1)],
     ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
-    ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1),
-                  dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
-                  dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
-                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=1)],
+    ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=1),
+                  dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=0),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=0),
+                  dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
     ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
-    ("fp16-fast", 1): [dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2), dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4),
-                       dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1),
-                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1)],
+    ("fp16-fast", 1): [dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
+                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
+                       dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
+                       dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
     ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1),
                        dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2)],
@@ -127,14 +131,18 @@ CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
 # ---------------------------------------------------------------- weights, packed as the kernels read them
 
 
-def pack_fp32(model: SRCNNModel) -> np.ndarray:
-    """float32 [W1 (81 taps x 64) | b1 | b2 | b3, 0, 0, 0 | W3 (25 taps x 32) | W2]; W2 is
-    (64 in x 32 out) for f2 = 1 and (64 in, f2, f2, 32 out) otherwise (fused_fp32.cu FfmaCfg)."""
+def pack_fp32(model: SRCNNModel, fold: bool = False) -> np.ndarray:
+    """float32 [b1 | b2 | b3, 0, 0, 0 | W3 (25 taps x 32) | W2 | W1 (81 taps x 64) | with ``fold``: the
+    four phase filters (64 LR taps x 64) of the folded conv1, unscaled]; W2 is (64 in x 32 out) for
+    f2 = 1 and (64 in, f2, f2, 32 out) otherwise (fused_fp32.cu FfmaCfg)."""
     a = model.arrays(np.float32)
     w1 = a["conv1_weight"][:, 0].reshape(64, 81).T
     w3 = a["conv3_weight"][0].reshape(32, 25).T
     w2 = a["conv2_weight"].transpose(1, 2, 3, 0)  # (in, dy, dx, out)
-    parts = [w1, a["conv1_bias"], a["conv2_bias"], np.array([a["conv3_bias"][0], 0, 0, 0], np.float32), w3, w2]
+    parts = [a["conv1_bias"], a["conv2_bias"], np.array([a["conv3_bias"][0], 0, 0, 0], np.float32), w3, w2, w1]
+    if fold:
+        mats, e, _ = fold_matrices(model)
+        parts.append(mats * np.float32(2.0**-e))  # exact: a power of two
     return np.ascontiguousarray(np.concatenate([np.asarray(p, np.float32).ravel() for p in parts]))
 
 
@@ -339,10 +347,10 @@ class FusedSRCNN:
             v = buf.get()
             self.layout = Layout(*(int(x) for x in v[:7]))
             if cfg.kernel == "fp32":
-                packed, self.fold_exponent = pack_fp32(model), 0
+                packed, self.fold_exponent = pack_fp32(model, cfg.fold), 0
             else:
                 packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold)
-            expect = int(v[8]) + 64 * f2 * f2 * 32 if cfg.kernel == "fp32" else int(v[7])
+            expect = int(v[7])
             if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
                 raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "
                                   f"words, {shared_bytes(cfg, f2)} vs {self.layout.shared_bytes} shared bytes)")
@@ -388,7 +396,7 @@ class FusedSRCNN:
         """Whether this kernel's interior tiles read the LR samples through the folded conv1 for
         this input: integer samples exact in fp16 (fold.py), on a FOLD instantiation."""
         return (self.config.fold and np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.uint16))
-                and max_value <= FOLD_MAX_SAMPLE)
+                and (self.config.kernel == "fp32" or max_value <= FOLD_MAX_SAMPLE))
 
     def fold_tiles(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> int:
         """How many tiles of this frame size take the fold path (for integer inputs; the kernel's
@@ -443,10 +451,9 @@ class FusedSRCNN:
                     np.int32(H), np.int32(W), t.wv, t.iv, np.int32(t.tv), t.wh, t.ih, np.int32(t.th),
                     np.int32(t.rows_first), t.first0, np.int32(t.nfirst), out, np.int32(mode),
                     np.int32(out.strides[0] // out.itemsize), np.float32(max_value), self.weights)
-            if self.config.kernel == "tc":
-                folds = self.folds(in_dtype, max_value) and not bicubic_only
-                args += (t.fold if folds else t.no_fold,
-                         np.float32(np.float32(2.0**-self.fold_exponent) * inv_max(in_dtype, max_value)))
+            folds = self.folds(in_dtype, max_value) and not bicubic_only
+            args += (t.fold if folds else t.no_fold,
+                     np.float32(np.float32(2.0**-self.fold_exponent) * inv_max(in_dtype, max_value)))
             launch = Launch(self.kernel.name, self.grid((H, W)), (self.layout.threads, 1, 1), self.layout.shared_bytes)
             self.kernel(launch, args, stream if stream is not None else cp.cuda.get_current_stream())
         return out
@@ -483,9 +490,11 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
         rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
         y0 = (cfg.th + 2 * (6 + h2)) * (rw1p + 8)
         p1 = cdiv((cfg.r + 2 * h2) * rw1p, 32) * 32 + 4
-        weights = 81 * 64 + 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
+        common = 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
         rings = (64 * p1 + 32 * cfg.r * cfg.rw) if f2 > 1 else 0
-        return 4 * (weights + y0 + rings + 25 * pz)
+        bicubic_path = 81 * 64 + y0 + rings
+        fold_path = 4 * 64 * 64 + 2 * (((cfg.th + 3) // 2 + 9) * (cfg.rw // 2 + 12) + 4) if cfg.fold else 0
+        return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
     nspl = 2 if cfg.split else 1
     rw1 = cfg.rw + 2 * h2
     y0w = cdiv(rw1 + 10, 4) * 4

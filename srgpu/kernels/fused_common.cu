@@ -145,6 +145,14 @@ __device__ void fused_bicubic(const FusedArgs& a, int vy0, int ny, int vx0, int 
     __syncthreads();
 }
 
+// The bicubic's symmetric border (srgpu.resize.mirror): ..., 1, 0 | 0, 1, ..., n-1 | n-1, n-2, ...
+__device__ __forceinline__ int mirror_index(int i, int n) {
+    const int p = 2 * n;
+    i %= p;
+    if (i < 0) i += p;
+    return i < n ? i : p - 1 - i;
+}
+
 // Replicate border of a planar ring buffer: `nplanes` planes `pstride` floats apart, each
 // [C slots][rowlen], region row r in slot r % C, region column c at virtual column vx0 + c.
 // New region rows [r0, r1) (virtual rows vy0 + r): out-of-image columns copy the clamped column,

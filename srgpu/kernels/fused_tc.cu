@@ -325,14 +325,6 @@ __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (
 
 // ---------------------------------------------------------------- FOLD: conv1 from the LR samples
 
-// The bicubic's symmetric border (srgpu.resize.mirror): ..., 1, 0 | 0, 1, ..., n-1 | n-1, n-2, ...
-__device__ __forceinline__ int mirror_index(int i, int n) {
-    const int p = 2 * n;
-    i %= p;
-    if (i < 0) i += p;
-    return i < n ? i : p - 1 - i;
-}
-
 // acc (MB x 8 n-tiles) += A (exact) x B (hi [, lo]): two passes with SPLIT, so no MMA waits on the one before it.
 template <class C, int MB>
 __device__ __forceinline__ void tc_mma_exact_a(float (&acc)[MB][8][4], const u32 (&a)[MB][4], const uint4 (&bh)[4],
