@@ -108,8 +108,8 @@ def _f2_key(f2: int) -> int:
 # Shared memory decides most of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the
 # A1 ring and conv2's weights; one block per SM for the defaults.
 CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
-    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4, fold=0), dict(th=64, rw=64, r=16, nt=256, p=4, fold=1),
-                  dict(th=128, rw=64, r=16, nt=256, p=4, fold=1)],
+    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4, fold=1), dict(th=128, rw=64, r=16, nt=256, p=4, fold=1),
+                  dict(th=64, rw=64, r=16, nt=256, p=4, fold=0)],
     ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
