@@ -15,6 +15,12 @@ Precisions:
 - ``fp16-fast``: plain fp16 operands, one MMA per product: the fastest, but a few % of 8-bit
   pixels come out one level off (fp16 keeps 11 bits); never chosen automatically.
 
+Fold (``FusedConfig.fold``, 9-1-5, the default tiles): on an exact x2 upscale of integer samples,
+tiles away from the frame's edge skip the bicubic and run conv1 folded with it on the LR samples
+(srgpu/kernels/fold.py: 8 x 8 LR taps per phase instead of 9 x 9 upscaled ones; on the tensor
+cores the samples are exact in fp16, so conv1 needs two MMAs per product instead of three). Edge
+tiles, float input and other ratios take the bicubic path of the same kernel.
+
 API: :class:`FusedSRCNN` (``run`` takes a device LR plane, returns/writes the device HR plane),
 :func:`reference` (the NumPy definition: srgpu.resize.imresize + srgpu.reference.srcnn_forward),
 :func:`self_check`, and the tuner hook ``fused_candidates`` / ``fused_runner`` (srgpu.tune).
