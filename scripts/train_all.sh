@@ -3,7 +3,7 @@
 #   scripts/train_all.sh OUTDIR [extra train.py args...]
 # Iterations per architecture: ITERS_915, ITERS_955 (defaults below). Data: .pack/train_y.npz
 # (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
-# ARCHS: which architectures (default "9-1-5 9-5-5").
+# ARCHS: which architectures (default "9-1-5 9-5-5"); SCALES: which scales (default "2 3 4").
 # ARGS_915, ARGS_955: extra train.py arguments for one architecture only (e.g. ARGS_915="--batch 256").
 # Long schedules in pieces: pass --time-limit SECONDS, then the same command with --resume added
 # (the state files sit beside the outputs in OUTDIR).
@@ -20,7 +20,7 @@ pids=()
 for arch in ${ARCHS:-9-1-5 9-5-5}; do
   if [ "$arch" = 9-1-5 ]; then iters=${ITERS_915:-60000} extra=${ARGS_915:-}
   else iters=${ITERS_955:-30000} extra=${ARGS_955:-}; fi
-  for s in 2 3 4; do
+  for s in ${SCALES:-2 3 4}; do
     init=()
     [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}_x${s}.npz")
     python3 scripts/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
