@@ -153,6 +153,36 @@ __device__ __forceinline__ int mirror_index(int i, int n) {
     return i < n ? i : p - 1 - i;
 }
 
+// The fold (FOLD kernels, srgpu/kernels/fold.py) for one block. `fold` = int[8] {on, window offset
+// of phase 0, of phase 1, their minimum, then the frame rows [ylo, yhi) and columns [xlo, xhi) where
+// the phase filters hold}. The block folds when `on` and its whole Z region (virtual rows [zvy,
+// zvy + nz), columns [zvx, zvx + zw), both starting even) lies there; then (ly0, lx0) is its LR
+// tile's origin and d0 / d1 where phase 0 / 1's windows start in it.
+struct FoldBlock {
+    bool on;
+    int ly0, lx0, d0, d1;
+};
+__device__ __forceinline__ FoldBlock fold_block(const FusedArgs& a, const int* __restrict__ fold, int zvy, int nz,
+                                                int zvx, int zw) {
+    FoldBlock f = {false, 0, 0, 0, 0};
+    f.on = __ldg(fold) != 0 && a.out_mode != OUT_BICUBIC && zvy >= __ldg(fold + 4) && zvy + nz <= __ldg(fold + 5) &&
+           zvx >= __ldg(fold + 6) && zvx + zw <= __ldg(fold + 7);
+    if (f.on) {
+        const int offmin = __ldg(fold + 3);
+        f.d0 = __ldg(fold + 1) - offmin;
+        f.d1 = __ldg(fold + 2) - offmin;
+        f.ly0 = (zvy >> 1) + offmin;
+        f.lx0 = (zvx >> 1) + offmin;
+    }
+    return f;
+}
+
+// The integer LR sample at (y, x), the bicubic's symmetric border applied, as a float (exact).
+__device__ __forceinline__ float fold_sample(const FusedArgs& a, int y, int x) {
+    const long long idx = (long long)mirror_index(y, a.h) * a.in_pitch + mirror_index(x, a.w);
+    return a.in_type == IN_U8 ? (float)__ldg((const unsigned char*)a.in + idx) : (float)__ldg((const unsigned short*)a.in + idx);
+}
+
 // Replicate border of a planar ring buffer: `nplanes` planes `pstride` floats apart, each
 // [C slots][rowlen], region row r in slot r % C, region column c at virtual column vx0 + c.
 // New region rows [r0, r1) (virtual rows vy0 + r): out-of-image columns copy the clamped column,

@@ -85,6 +85,56 @@ __device__ __forceinline__ void ffma_load_row(const float* src, float (&y)[P + 8
     }
 }
 
+// acc2[p][o] += W2[c][o] * a1[p] for one conv1 channel c (w2 = its 32 weights): 32 P FMAs.
+template <int P>
+__device__ __forceinline__ void ffma_conv2_acc(float (&acc2)[P][32], const float (&a1)[P], const float* w2) {
+#pragma unroll
+    for (int oq = 0; oq < 8; ++oq) {
+        const float4 w = *reinterpret_cast<const float4*>(w2 + oq * 4);
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+            acc2[p][oq * 4 + 0] = fmaf(w.x, a1[p], acc2[p][oq * 4 + 0]);
+            acc2[p][oq * 4 + 1] = fmaf(w.y, a1[p], acc2[p][oq * 4 + 1]);
+            acc2[p][oq * 4 + 2] = fmaf(w.z, a1[p], acc2[p][oq * 4 + 2]);
+            acc2[p][oq * 4 + 3] = fmaf(w.w, a1[p], acc2[p][oq * 4 + 3]);
+        }
+    }
+}
+
+// ReLU(conv2) of P positions -> their 25 Z taps, position p at zb[d * PZ + CS * p].
+template <class C, int P, int CS>
+__device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W3s, float* zb) {
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
+#pragma unroll 1
+    for (int d = 0; d < 25; ++d) {
+        float z[P];
+#pragma unroll
+        for (int p = 0; p < P; ++p) z[p] = 0.0f;
+        const float* w3 = W3s + d * 32;
+#pragma unroll
+        for (int cq = 0; cq < 8; ++cq) {
+            const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+                z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
+                z[p] = fmaf(w.y, acc2[p][cq * 4 + 1], z[p]);
+                z[p] = fmaf(w.z, acc2[p][cq * 4 + 2], z[p]);
+                z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
+            }
+        }
+        if constexpr (CS == 1 && P == 4)
+            *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
+        else if constexpr (CS == 1 && P == 2)
+            *reinterpret_cast<float2*>(zb + d * C::PZ) = make_float2(z[0], z[1]);
+        else
+#pragma unroll
+            for (int p = 0; p < P; ++p) zb[d * C::PZ + CS * p] = z[p];
+    }
+}
+
 template <class C, int NT>
 __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
     constexpr int P = C::P_, GPR = C::RW_ / P;
@@ -135,47 +185,10 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
                 float a1[P];
 #pragma unroll
                 for (int p = 0; p < P; ++p) a1[p] = fmaxf(acc1[p][c], 0.0f);
-                const float* w2 = W2s + (cc + c) * 32;
-#pragma unroll
-                for (int oq = 0; oq < 8; ++oq) {
-                    const float4 w = *reinterpret_cast<const float4*>(w2 + oq * 4);
-#pragma unroll
-                    for (int p = 0; p < P; ++p) {
-                        acc2[p][oq * 4 + 0] = fmaf(w.x, a1[p], acc2[p][oq * 4 + 0]);
-                        acc2[p][oq * 4 + 1] = fmaf(w.y, a1[p], acc2[p][oq * 4 + 1]);
-                        acc2[p][oq * 4 + 2] = fmaf(w.z, a1[p], acc2[p][oq * 4 + 2]);
-                        acc2[p][oq * 4 + 3] = fmaf(w.w, a1[p], acc2[p][oq * 4 + 3]);
-                    }
-                }
+                ffma_conv2_acc<P>(acc2, a1, W2s + (cc + c) * 32);
             }
         }
-#pragma unroll
-        for (int p = 0; p < P; ++p)
-#pragma unroll
-            for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
-        float* zb = Z + (rr % C::CZ) * C::RW_ + x0;
-#pragma unroll 1
-        for (int d = 0; d < 25; ++d) {
-            float z[P];
-#pragma unroll
-            for (int p = 0; p < P; ++p) z[p] = 0.0f;
-            const float* w3 = W3s + d * 32;
-#pragma unroll
-            for (int cq = 0; cq < 8; ++cq) {
-                const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
-#pragma unroll
-                for (int p = 0; p < P; ++p) {
-                    z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
-                    z[p] = fmaf(w.y, acc2[p][cq * 4 + 1], z[p]);
-                    z[p] = fmaf(w.z, acc2[p][cq * 4 + 2], z[p]);
-                    z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
-                }
-            }
-            if constexpr (P == 4)
-                *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
-            else
-                *reinterpret_cast<float2*>(zb + d * C::PZ) = make_float2(z[0], z[1]);
-        }
+        ffma_relu_z<C, P, 1>(acc2, W3s, Z + (rr % C::CZ) * C::RW_ + x0);
     }
 }
 
@@ -190,9 +203,7 @@ __device__ void ffma_load_lr(const FusedArgs& a, float* sm, int ly0, int lx0) {
     constexpr int N = C::LRCW + 1;
     for (int e = threadIdx.x; e < C::LRR * N; e += NT) {
         const int r = e / N, c = e - r * N;
-        const long long idx = (long long)mirror_index(ly0 + r, a.h) * a.in_pitch + mirror_index(lx0 + c, a.w);
-        const float v = a.in_type == IN_U8 ? (float)__ldg((const unsigned char*)a.in + idx)
-                                           : (float)__ldg((const unsigned short*)a.in + idx);
+        const float v = fold_sample(a, ly0 + r, lx0 + c);
         if (c < C::LRCW) L[r * C::LRCW + c] = v;
         if (c >= 1) L[C::PLR + r * C::LRCW + c - 1] = v;
     }
@@ -255,43 +266,10 @@ __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int
                 const float b = b1s[cc + c];
 #pragma unroll
                 for (int p = 0; p < 4; ++p) a1[p] = fmaxf(fmaf(acc1[p][c], fscale, b), 0.0f);
-                const float* w2 = W2s + (cc + c) * 32;
-#pragma unroll
-                for (int oq = 0; oq < 8; ++oq) {
-                    const float4 w = *reinterpret_cast<const float4*>(w2 + oq * 4);
-#pragma unroll
-                    for (int p = 0; p < 4; ++p) {
-                        acc2[p][oq * 4 + 0] = fmaf(w.x, a1[p], acc2[p][oq * 4 + 0]);
-                        acc2[p][oq * 4 + 1] = fmaf(w.y, a1[p], acc2[p][oq * 4 + 1]);
-                        acc2[p][oq * 4 + 2] = fmaf(w.z, a1[p], acc2[p][oq * 4 + 2]);
-                        acc2[p][oq * 4 + 3] = fmaf(w.w, a1[p], acc2[p][oq * 4 + 3]);
-                    }
-                }
+                ffma_conv2_acc<4>(acc2, a1, W2s + (cc + c) * 32);
             }
         }
-#pragma unroll
-        for (int p = 0; p < 4; ++p)
-#pragma unroll
-            for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
-        float* zb = Z + (rr % C::CZ) * C::RW_ + px + 8 * grp;
-#pragma unroll 1
-        for (int d = 0; d < 25; ++d) {
-            float z[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const float* w3 = W3s + d * 32;
-#pragma unroll
-            for (int cq = 0; cq < 8; ++cq) {
-                const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
-#pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
-                    z[p] = fmaf(w.y, acc2[p][cq * 4 + 1], z[p]);
-                    z[p] = fmaf(w.z, acc2[p][cq * 4 + 2], z[p]);
-                    z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
-                }
-            }
-#pragma unroll
-            for (int p = 0; p < 4; ++p) zb[d * C::PZ + 2 * p] = z[p];
-        }
+        ffma_relu_z<C, 4, 2>(acc2, W3s, Z + (rr % C::CZ) * C::RW_ + px + 8 * grp);
     }
 }
 
@@ -435,11 +413,9 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
     const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
     const int nz = nout + 4;
     const int zvy = oy0 - 2, zvx = ox0 - 2;  // virtual origin of the Z region
-    bool folding = false;
-    if constexpr (FOLD) {
-        folding = __ldg(fold) != 0 && a.out_mode != OUT_BICUBIC && zvy >= __ldg(fold + 4) &&
-                  zvy + nz <= __ldg(fold + 5) && zvx >= __ldg(fold + 6) && zvx + RW <= __ldg(fold + 7);
-    }
+    FoldBlock fb = {false, 0, 0, 0, 0};
+    if constexpr (FOLD) fb = fold_block(a, fold, zvy, nz, zvx, RW);
+    const bool folding = fb.on;
     {
         const float4* src = reinterpret_cast<const float4*>(weights);
         float4* dst = reinterpret_cast<float4*>(sm);
@@ -452,12 +428,8 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
     }
     float* Y0 = sm + C::O_Y0;
     float* Z = sm + C::O_Z;
-    int d0 = 0, d1 = 0;
     if (folding) {
-        const int offmin = __ldg(fold + 3);
-        d0 = __ldg(fold + 1) - offmin;
-        d1 = __ldg(fold + 2) - offmin;
-        ffma_load_lr<C, NT>(a, sm, (zvy >> 1) + offmin, (zvx >> 1) + offmin);
+        ffma_load_lr<C, NT>(a, sm, fb.ly0, fb.lx0);
     } else {
         fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W,
                       a.first0[a.rows_first ? blockIdx.x : blockIdx.y], Z,
@@ -489,7 +461,7 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
             ffma_z_from_a2<C, NT>(sm, A2, Z, z_done, z_t);
         } else if constexpr (FOLD) {
             if (folding)
-                ffma_chain_z_fold<C, NT>(sm, Z, z_done, z_t, d0, d1, fscale);
+                ffma_chain_z_fold<C, NT>(sm, Z, z_done, z_t, fb.d0, fb.d1, fscale);
             else
                 ffma_chain_z<C, NT>(sm, Z, z_done, z_t);
         } else {

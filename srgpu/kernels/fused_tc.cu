@@ -200,16 +200,15 @@ __device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], co
     }
 }
 
-template <class C, int MB>
-__device__ __forceinline__ void tc_bias_init(const float* bias, float (&acc)[MB][8][4], int nt, int cq) {
+// Accumulators (MB blocks x NTILE n-tiles, C layout) = the bias of their channels.
+template <class C, int MB, int NTILE>
+__device__ __forceinline__ void tc_bias_init(const float* bias, float (&acc)[MB][NTILE][4], int cq) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        if (j < nt) {
-            const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);
+    for (int j = 0; j < NTILE; ++j) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);
 #pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                acc[m][j][0] = b.x; acc[m][j][1] = b.y; acc[m][j][2] = b.x; acc[m][j][3] = b.y;
-            }
+        for (int m = 0; m < MB; ++m) {
+            acc[m][j][0] = b.x; acc[m][j][1] = b.y; acc[m][j][2] = b.x; acc[m][j][3] = b.y;
         }
     }
 }
@@ -279,13 +278,30 @@ __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc
 
 // ---------------------------------------------------------------- F2 == 1: conv1 -> conv2 -> Z in registers
 
+// conv1 accumulators (bias in) -> ReLU -> conv2 (K 64, N 32, in registers) -> ReLU -> Z, for f2 == 1.
+template <class C, int MB, int CS>
+__device__ __forceinline__ void tc_conv2_z(const u32* smw, float* Z, const float (&acc)[MB][8][4], const int (&rr)[MB],
+                                           const int (&xb)[MB], const bool (&ok)[MB], int lane) {
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
+    const int cq = lane & 3;
+    float acc2[MB][4][4];
+    tc_bias_init<C, MB, 4>(b2, acc2, cq);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        u32 ah[MB][4], al[MB][4];
+        tc_to_a<C, MB, 8>(acc, k, ah, al);
+        tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
+    }
+    tc_z<C, MB, CS>(smw, Z, acc2, rr, xb, ok, lane);
+}
+
+
 template <class C>
 __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (&off)[12]) {
     constexpr int MB = C::MB1_, MPR = C::RW_ / 16;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
     const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
-    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
-    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
     const int nm = (z1 - z0) * MPR, njobs = (nm + MB - 1) / MB;
     for (int job = warp; job < njobs; job += C::NW) {
         int rr[MB], xb[MB], b0[MB], b8[MB];
@@ -302,24 +318,9 @@ __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (
             b8[m] = b0[m] + 4;
         }
         float acc[MB][8][4];
-        tc_bias_init<C, MB>(b1, acc, 8, cq);
+        tc_bias_init<C, MB, 8>(b1, acc, cq);
         tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
-        float acc2[MB][4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            u32 ah[MB][4], al[MB][4];
-            tc_to_a<C, MB, 8>(acc, k, ah, al);
-            tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
-        }
-        tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
+        tc_conv2_z<C, MB, 1>(smw, Z, acc, rr, xb, ok, lane);
     }
 }
 
@@ -375,8 +376,6 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
     constexpr int MB = C::MB1_, BPP = C::RW_ / 32, GPP = BPP / MB, JPR = 2 * GPP;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
     const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
-    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
-    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
     const u32* L = smw + C::O_LR;
     const int nj = (z1 - z0) * JPR;
     for (int job = warp; job < nj; job += C::NW) {
@@ -422,22 +421,7 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
                 acc[m][j][3] = fmaf(acc[m][j][3], fscale, b.y);
             }
         }
-        float acc2[MB][4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            u32 ah[MB][4], al[MB][4];
-            tc_to_a<C, MB, 8>(acc, k, ah, al);
-            tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
-        }
-        tc_z<C, MB, 2>(smw, Z, acc2, rr, xb, ok, lane);
+        tc_conv2_z<C, MB, 2>(smw, Z, acc, rr, xb, ok, lane);
     }
 }
 
@@ -450,10 +434,7 @@ __device__ void tc_load_lr(const FusedArgs& a, u32* smw, int ly0, int lx0) {
     constexpr int LW = 2 * C::LRWW, N = LW + 1;
     for (int e = threadIdx.x; e < C::LRR * N; e += NT) {
         const int r = e / N, c = e - r * N;
-        const long long idx = (long long)mirror_index(ly0 + r, a.h) * a.in_pitch + mirror_index(lx0 + c, a.w);
-        const float v = a.in_type == IN_U8 ? (float)__ldg((const unsigned char*)a.in + idx)
-                                           : (float)__ldg((const unsigned short*)a.in + idx);
-        const unsigned short hv = f2h(v);
+        const unsigned short hv = f2h(fold_sample(a, ly0 + r, lx0 + c));
         if (c < LW) Lh[r * LW + c] = hv;
         if (c >= 1) Lh[2 * C::PLR + r * LW + c - 1] = hv;
     }
@@ -486,7 +467,7 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
             b8[m] = (xb8[m] & 1) * C::PY + rb[m] * C::Y0WW + (xb8[m] >> 1);
         }
         float acc[MB][8][4];
-        tc_bias_init<C, MB>(b1, acc, 8, cq);
+        tc_bias_init<C, MB, 8>(b1, acc, cq);
         tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
@@ -553,14 +534,7 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
             xb[m] = (mi % MPR) * 16;
         }
         float acc2[MB][4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                acc2[m][j][0] = b.x; acc2[m][j][1] = b.y; acc2[m][j][2] = b.x; acc2[m][j][3] = b.y;
-            }
-        }
+        tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll 1
         for (int dy = 0; dy < F2; ++dy) {
             u32 row[MB];
@@ -618,9 +592,7 @@ __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, in
 
 // ---------------------------------------------------------------- the kernel
 
-// fold: int[8] {on, offset of phase 0, offset of phase 1, their minimum, then the region of
-// frame rows [ylo, yhi) and columns [xlo, xhi) whose conv1 is the phase filter's}; fscale =
-// 2^-e / max_value. A block folds when `on` and its whole Z region lies in that region.
+// fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
 __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                   const int* __restrict__ fold, float fscale) {
@@ -632,11 +604,9 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     const int nout = min(TH, a.H - oy0), ncol = min(C::TW, a.W - ox0);
     const int nz = nout + 4;
     const int zvy = oy0 - 2, zvx = ox0 - 2;
-    bool folding = false;
-    if constexpr (FOLD) {
-        folding = __ldg(fold) != 0 && a.out_mode != OUT_BICUBIC && zvy >= __ldg(fold + 4) &&
-                  zvy + nz <= __ldg(fold + 5) && zvx >= __ldg(fold + 6) && zvx + RW <= __ldg(fold + 7);
-    }
+    FoldBlock fb = {false, 0, 0, 0, 0};
+    if constexpr (FOLD) fb = fold_block(a, fold, zvy, nz, zvx, RW);
+    const bool folding = fb.on;
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
@@ -650,12 +620,8 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     }
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
-    int d0 = 0, d1 = 0;
     if (folding) {
-        const int offmin = __ldg(fold + 3);
-        d0 = __ldg(fold + 1) - offmin;
-        d1 = __ldg(fold + 2) - offmin;
-        tc_load_lr<C, NT>(a, smw, (zvy >> 1) + offmin, (zvx >> 1) + offmin);
+        tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);
     } else {
         const int cq = threadIdx.x & 3;
 #pragma unroll
@@ -696,7 +662,7 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
         } else {
             if constexpr (FOLD) {
                 if (folding)
-                    tc_chain_z_fold<C>(smw, Z, z_done, z_t, d0, d1, fscale);
+                    tc_chain_z_fold<C>(smw, Z, z_done, z_t, fb.d0, fb.d1, fscale);
                 else
                     tc_chain_z<C>(smw, Z, z_done, z_t, off);
             } else {
