@@ -111,14 +111,19 @@ def _f2_key(f2: int) -> int:
 
 # Tiles per (precision, f2), fastest first as measured on an H200 and an H100 (BENCHMARKS.md "Fused
 # kernels"); fold = 1: the folded conv1 on interior tiles of exact x2 upscales of integer samples.
+# Tile heights 60/66/108 change how many waves of one block per SM a frame takes (66: 2112 tiles
+# of a 4K output, 16 full waves on 132 SMs); the tuner times them on the GPU at hand.
 # Shared memory decides most of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the
 # A1 ring and conv2's weights; one block per SM for the defaults.
 CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
-    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4, fold=1), dict(th=128, rw=64, r=16, nt=256, p=4, fold=1),
-                  dict(th=64, rw=64, r=16, nt=256, p=4, fold=0)],
+    ("fp32", 1): [dict(th=64, rw=64, r=16, nt=256, p=4, fold=1), dict(th=66, rw=64, r=16, nt=256, p=4, fold=1),
+                  dict(th=60, rw=64, r=16, nt=256, p=4, fold=1), dict(th=108, rw=64, r=16, nt=256, p=4, fold=1),
+                  dict(th=128, rw=64, r=16, nt=256, p=4, fold=1), dict(th=64, rw=64, r=16, nt=256, p=4, fold=0)],
     ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=66, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=60, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
                   dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=1),
                   dict(th=128, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
                   dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=0),
@@ -127,6 +132,7 @@ CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
     ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
     ("fp16-fast", 1): [dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
+                       dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=128, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
