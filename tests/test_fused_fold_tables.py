@@ -139,5 +139,5 @@ def test_fp32_packing_carries_the_phase_filters() -> None:
     model = random_model("9-1-5", seed=4, scale=2)
     plain, folded = fused.pack_fp32(model), fused.pack_fp32(model, fold=True)
     assert folded.size == plain.size + 4 * 64 * 64 and np.array_equal(folded[:plain.size], plain)
-    mats, e, _ = fused.fold_matrices(model)
+    mats, e = fused.fold_matrices(model)
     np.testing.assert_array_equal(folded[plain.size:].reshape(4, 64, 64) * np.float32(2.0**e), mats)

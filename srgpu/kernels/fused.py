@@ -60,7 +60,7 @@ class FusedConfig:
     mb1: int = 2
     mb2: int = 4
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
-    fold: bool = False  # 'tc', f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
+    fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
@@ -153,7 +153,7 @@ def pack_fp32(model: SRCNNModel, fold: bool = False) -> np.ndarray:
     w2 = a["conv2_weight"].transpose(1, 2, 3, 0)  # (in, dy, dx, out)
     parts = [a["conv1_bias"], a["conv2_bias"], np.array([a["conv3_bias"][0], 0, 0, 0], np.float32), w3, w2, w1]
     if fold:
-        mats, e, _ = fold_matrices(model)
+        mats, e = fold_matrices(model)
         parts.append(mats * np.float32(2.0**-e))  # exact: a power of two
     return np.ascontiguousarray(np.concatenate([np.asarray(p, np.float32).ravel() for p in parts]))
 
@@ -202,16 +202,16 @@ FOLD_SCALE = 2  # the folded conv1 is built for exact x2 upscales (four phase fi
 FOLD_MAX_SAMPLE = 2048  # integers up to 2^11 are exact in fp16
 
 
-def fold_matrices(model: SRCNNModel) -> tuple[np.ndarray, int, np.ndarray]:
-    """conv1 folded with the x2 bicubic (fold.phase_filters) as four B matrices (64 taps a * 8 + b,
+def fold_matrices(model: SRCNNModel) -> tuple[np.ndarray, int]:
+    """conv1 folded with the x2 bicubic (fold.phase_filters) as four matrices (64 LR taps a * 8 + b,
     64 channels), one per phase py * 2 + px, scaled by 2^e so the largest is ~2^14 (the fp16 lo
-    halves stay normal); returns (B (4, 64, 64) float32, e, the phase offsets)."""
+    halves stay normal); returns (matrices (4, 64, 64) float32, e)."""
     from .fold import phase_filters
 
     ph = phase_filters(model.arrays(np.float32)["conv1_weight"].astype(np.float64), FOLD_SCALE)
     f = ph.filters.reshape(FOLD_SCALE * FOLD_SCALE, 64, ph.taps * ph.taps)  # (phase, c, a * taps + b)
     e = int(np.floor(np.log2(2.0**14 / np.max(np.abs(f)))))
-    return np.ascontiguousarray((f * 2.0**e).transpose(0, 2, 1).astype(np.float32)), e, ph.offsets
+    return np.ascontiguousarray((f * 2.0**e).transpose(0, 2, 1).astype(np.float32)), e
 
 
 def pack_tc(model: SRCNNModel, split: bool, fold: bool = False) -> tuple[np.ndarray, int]:
@@ -234,7 +234,7 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False) -> tuple[np.ndar
     words += fragments(conv1_matrix(a["conv1_weight"][:, 0]), 96)
     e = 0
     if fold:
-        mats, e, _ = fold_matrices(model)
+        mats, e = fold_matrices(model)
         for m in mats:
             words += fragments(m, 64)
     return np.ascontiguousarray(np.concatenate(words).astype(np.uint32)), e
@@ -267,9 +267,9 @@ def agreement(got: np.ndarray, expect: np.ndarray) -> tuple[float, int]:
 
 
 def fold_args(in_shape: tuple[int, int], out_shape: tuple[int, int]) -> np.ndarray:
-    """fused_tc.cu's ``fold`` array: {on, phase 0 / 1 window offsets, their minimum, then the frame
-    rows [ylo, yhi) and columns [xlo, xhi) where the phase filters hold}; ``on`` = 0 unless the
-    upscale is an exact x2 with such a region along both axes."""
+    """The FOLD kernels' ``fold`` array (fused_common.cu fold_block): {on, phase 0 / 1 window
+    offsets, their minimum, then the frame rows [ylo, yhi) and columns [xlo, xhi) where the phase
+    filters hold}; ``on`` = 0 unless the upscale is an exact x2 with such a region along both axes."""
     from .fold import phase_filters, regular_range
 
     (h, w), (H, W) = in_shape, out_shape
@@ -278,7 +278,6 @@ def fold_args(in_shape: tuple[int, int], out_shape: tuple[int, int]) -> np.ndarr
     offsets = phase_filters(np.zeros((1, 1, 9, 9)), FOLD_SCALE).offsets
     on = int(yhi > ylo and xhi > xlo)
     return np.array([on, offsets[0], offsets[1], offsets.min(), ylo, yhi, xlo, xhi], np.int32)
-
 
 
 @dataclass(frozen=True)
@@ -307,7 +306,7 @@ class _Tables:
     rows_first: int
     first0: Any
     nfirst: int
-    fold: Any = None  # int32[8] for fused_tc's FOLD blocks (fused_tc.cu), `on` set
+    fold: Any = None  # int32[8] for the FOLD kernels (fold_args), `on` set
     no_fold: Any = None  # the same with `on` clear (inputs the fold cannot take exactly)
 
 
@@ -406,7 +405,8 @@ class FusedSRCNN:
 
     def folds(self, dtype: Any, max_value: float) -> bool:
         """Whether this kernel's interior tiles read the LR samples through the folded conv1 for
-        this input: integer samples exact in fp16 (fold.py), on a FOLD instantiation."""
+        this input: a FOLD instantiation and integer samples (on the tensor cores, samples exact in
+        fp16: up to 2^11)."""
         return (self.config.fold and np.dtype(dtype) in (np.dtype(np.uint8), np.dtype(np.uint16))
                 and (self.config.kernel == "fp32" or max_value <= FOLD_MAX_SAMPLE))
 
