@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srgpu.kernels.fold import axis_fold, conv1_folded_reference, phase_filters
+from srgpu.kernels.fold import axis_fold, conv1_folded_reference, phase_filters, regular_range
 from srgpu.reference import conv_single_in
 from srgpu.resize import imresize
 
@@ -48,3 +48,28 @@ def test_the_interior_needs_one_filter_per_phase_on_a_small_window(scale: int, t
     # the edge rows are not phase-periodic: they need filters of their own
     edge = np.einsum("da,cde,eb->cab", fy.weights[0], w0, fx.weights[W // 2])
     assert not np.allclose(edge, phases.filters[0, (W // 2) % scale], atol=1e-6)
+
+
+@pytest.mark.parametrize("h", [5, 8, 9, 17, 40])
+def test_regular_range_is_where_the_phase_filters_hold(h: int) -> None:
+    """The FOLD kernels fold a tile only inside regular_range: there every output's fold is its
+    phase's (same window start, same weights); the outputs just outside it are not."""
+    scale, k = 2, 9
+    lo, hi = regular_range(h, h * scale, scale)
+    assert 0 < lo < hi < h * scale
+    rng = np.random.default_rng(h)
+    phases = phase_filters(rng.normal(0, 0.1, (64, 1, k, k)), scale)
+    fold = axis_fold(h, h * scale, k)
+    ref = axis_fold(4 * k, 4 * k * scale, k)
+    mid = 2 * k * scale
+
+    def regular(y: int) -> bool:
+        w = fold.weights[y]
+        if w.shape[1] != ref.taps:
+            return False
+        return bool(fold.starts[y] == y // scale + phases.offsets[y % scale]
+                    and np.allclose(w, ref.weights[mid + y % scale], rtol=0, atol=1e-12))
+
+    assert all(regular(y) for y in range(lo, hi))
+    assert not regular(lo - 1) and not regular(hi)  # the edges need their own filters
+    assert regular_range(h, h * scale + 1, scale) == (0, 0)  # not an exact upscale
