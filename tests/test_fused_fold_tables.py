@@ -130,7 +130,8 @@ def test_fold_is_built_for_9_1_5() -> None:
             fused.config_for(precision, 5, fold=1)
     for precision in fused.PRECISIONS:
         cfg = fused.config_for(precision, 1, fold=1)
-        assert cfg.kernel_name(1).endswith(", true>") and cfg.label.endswith(" fold")
+        flags = ", true>" if precision == "fp32" else ", true, false>"  # fold (, stream)
+        assert cfg.kernel_name(1).endswith(flags) and cfg.label.endswith(" fold")
         # the fold path's weights and planes are counted in the shared memory the host expects
         assert fused.shared_bytes(cfg, 1) > fused.shared_bytes(fused.config_for(precision, 1, fold=0), 1)
 
@@ -141,3 +142,20 @@ def test_fp32_packing_carries_the_phase_filters() -> None:
     assert folded.size == plain.size + 4 * 64 * 64 and np.array_equal(folded[:plain.size], plain)
     mats, e = fused.fold_matrices(model)
     np.testing.assert_array_equal(folded[plain.size:].reshape(4, 64, 64) * np.float32(2.0**e), mats)
+
+
+def test_streamed_conv2_tiles_fit_and_are_not_offered_yet() -> None:
+    """The streamed-conv2 tiles fit a 227 KiB block (the split 9-5-5 did not: 344 KiB) and stay out
+    of what the tuner offers until a GPU run has checked them (fused.UNVERIFIED)."""
+    for (precision, f2), tiles in fused.UNVERIFIED.items():
+        for cfg in fused.unverified_configs(precision, f2):
+            assert cfg.stream and cfg.kernel_name(f2).endswith(", true>")
+            assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
+            assert cfg not in fused.candidate_configs(precision, f2)
+    split_955 = fused.config_for("fp16", 5)
+    assert fused.shared_bytes(split_955, 5) > 227 * 1024
+    assert fused.shared_bytes(fused.config_for("fp16", 5, stream=1), 5) < fused.shared_bytes(split_955, 5) - 150 * 1024
+    with pytest.raises(ValueError):
+        fused.config_for("fp16", 1, stream=1)
+    with pytest.raises(ValueError):
+        fused.config_for("fp32", 5, stream=1)

@@ -170,6 +170,35 @@ def test_fp16_accuracy_random(cp, arch: str) -> None:
             assert frac >= bar or out_shape[0] * out_shape[1] < 1000  # tiny planes: one sample is > 0.1 %
 
 
+@pytest.mark.parametrize("precision,arch", [(p, a) for p in ("fp16", "fp16-fast") for a in ("9-3-5", "9-5-5")])
+def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
+    """The tiles that load conv2's weights one tap row at a time (fused.UNVERIFIED until this has
+    passed on a GPU): raw output against the CPU reference on frames of several tiles with all four
+    borders, 8- and 10-bit, two poisons; the split meets the accuracy bar."""
+    model = MODELS[arch]
+    f2 = model.f2
+    configs = [c for c in fused.unverified_configs(precision, f2) + fused.candidate_configs(precision, f2) if c.stream]
+    if not configs:
+        pytest.skip(f"no streamed {precision} tile for {arch}")
+    rng = np.random.default_rng(59)
+    tol = {"fp16": 2e-5, "fp16-fast": 1e-2}[precision]
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, precision, config=cfg)
+        for dtype, lr_shape, out_shape in ((np.uint8, (77, 101), (154, 202)), (np.uint16, (45, 38), (135, 114))):
+            plane = random_plane(lr_shape, dtype, rng)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - fused.reference(plane, out_shape, max_value(dtype), model, raw=True))))
+            top = np.iinfo(dtype).max
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in (0, top)]
+            frac, worst = fused.agreement(outs[0], fused.reference(plane, out_shape, max_value(dtype), model))
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: raw err {err:.3g}, {frac:.4%} equal")
+            assert err <= tol, cfg.label
+            assert np.array_equal(outs[0], outs[1])
+            if precision == "fp16" and dtype == np.uint8:
+                assert worst <= 1 and frac >= fused.ACCURACY_BAR, (cfg.label, frac, worst)
+
+
 def test_fp16_fast_runs_9_5_5(cp) -> None:
     rng = np.random.default_rng(23)
     model = MODELS["9-5-5"]

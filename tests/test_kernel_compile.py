@@ -65,7 +65,8 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
 @pytest.mark.parametrize("precisions, source, arch", [(("fp32",), "fused_fp32.cu", 75),
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
-    names = sorted({n for p in precisions for f2 in (1, 3, 5) for cfg in fused.candidate_configs(p, f2)
+    names = sorted({n for p in precisions for f2 in (1, 3, 5)
+                    for cfg in fused.candidate_configs(p, f2) + fused.unverified_configs(p, f2)
                     for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)

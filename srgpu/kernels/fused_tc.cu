@@ -73,7 +73,7 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
 
 // --- PTX helpers end
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
 struct TcCfg {
     static constexpr bool SPLIT_ = SPLIT;
     static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
@@ -93,6 +93,8 @@ struct TcCfg {
     static constexpr int A1W = C1 * RW1 * 32;  // words per copy (hi / lo) of the A1 ring
     static constexpr int W1F = 6 * 4 * 32 * 4;  // B fragments, words per copy
     static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
+    static constexpr int W2S = F2 * 4 * 2 * 32 * 4;   // one tap row (dy) of W2F, words per copy
+    static constexpr int W2SM = STREAM ? W2S : W2F;   // conv2 words per copy held in shared memory
     static constexpr int W3F = 2 * 2 * 32 * 4;
     // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
     static constexpr int W1P = 4 * 4 * 32 * 4;
@@ -100,10 +102,17 @@ struct TcCfg {
     static constexpr int LRWW = RW / 4 + 5;
     static constexpr int PLR0 = LRR * LRWW;
     static constexpr int PLR = PLR0 + (48 - PLR0 % 32) % 32;  // = 16 (mod 32): the two copies on other banks
-    // shared memory, 32-bit words; [0, O_W1F) is a copy of the packed global array's prefix, then the
-    // bicubic path's conv1 fragments and Y planes, or the fold path's phase fragments and LR planes
+    // the packed global array: [W2F hi (lo) | W3F hi (lo) | b1 | b2 | b3 0 0 0 | W1F hi (lo) | W1P (FOLD):
+    // phase 0 hi (lo), phase 1 ...]
+    static constexpr int G_W3F = NSPL * W2F;
+    static constexpr int G_W1F = G_W3F + NSPL * W3F + 100;
+    static constexpr int G_W1P = G_W1F + NSPL * W1F;
+    static constexpr int PACKED = G_W1P + (FOLD ? 4 * NSPL * W1P : 0);
+    // shared memory, 32-bit words: conv2's fragments (all, or with STREAM the tap row being used),
+    // the W3F..b3 part of the global array, then the bicubic path's conv1 fragments and Y planes, or
+    // the fold path's phase fragments and LR planes
     static constexpr int O_W2F = 0;
-    static constexpr int O_W3F = O_W2F + NSPL * W2F;
+    static constexpr int O_W3F = O_W2F + NSPL * W2SM;
     static constexpr int O_B1 = O_W3F + NSPL * W3F;
     static constexpr int O_B2 = O_B1 + 64;
     static constexpr int O_B3 = O_B2 + 32;
@@ -116,14 +125,14 @@ struct TcCfg {
     static constexpr int END_FOLD = FOLD ? O_LR + 2 * PLR : 0;
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
-    // the packed global array: [prefix | W1F hi (lo) | W1P (FOLD): phase 0 hi (lo), phase 1 ...]
-    static constexpr int G_W1P = O_Y;
-    static constexpr int PACKED = O_Y + (FOLD ? 4 * NSPL * W1P : 0);
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4");
     static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0, "16-byte alignment");
     static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
                   "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
+    static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
+    static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
+    static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
 };
 
 // conv1 for MB blocks of 16 positions. b0/b8: word index (plane + row + column/2) of the
@@ -495,7 +504,7 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
 // Fragments of step t = dx * 4 + ks of one conv2 tap row: A by ldmatrix from the swizzled A1 ring
 // (row[m]: byte address of this lane's record at dx = 0), B (two uint4 = four n-tiles) from Wt.
 template <class C, int MB>
-__device__ __forceinline__ void tc_ring_load(const u32 (&row)[MB], const uint4* Wt, int t, int lrow, int lhi,
+__device__ __forceinline__ void tc_ring_load(const u32 (&row)[MB], const uint4* Wt, int lo_off, int t, int lrow, int lhi,
                                              u32 (&ah)[MB][4], u32 (&al)[MB][4], uint4 (&bh)[2], uint4 (&bl)[2]) {
     const int dx = t >> 2, ks = t & 3;
     const int sw = (lrow + dx) & 7;  // column & 7 (xb is a multiple of 16)
@@ -509,10 +518,42 @@ __device__ __forceinline__ void tc_ring_load(const u32 (&row)[MB], const uint4* 
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
         bh[jp] = B[jp * 32];
-        if (C::SPLIT_) bl[jp] = B[C::W2F / 4 + jp * 32];
+        if (C::SPLIT_) bl[jp] = B[lo_off + jp * 32];
     }
 }
 
+// acc2 += one conv2 tap row (dy) for MB blocks: row[m] the byte address of this lane's A1 record
+// at dx = 0; Wt the row's B fragments (t = dx * 4 + K-step; lo copy lo_off uint4 away).
+template <class C, int F2, int MB>
+__device__ __forceinline__ void tc_conv2_tap_row(float (&acc2)[MB][4][4], const u32 (&row)[MB], const uint4* Wt,
+                                                 int lo_off, int lrow, int lhi) {
+    u32 ah[2][MB][4], al[2][MB][4];
+    uint4 bh[2][2], bl[2][2];
+    tc_ring_load<C, MB>(row, Wt, lo_off, 0, lrow, lhi, ah[0], al[0], bh[0], bl[0]);
+#pragma unroll
+    for (int t = 0; t < F2 * 4; ++t) {  // fragments of t + 1 load under t's MMAs
+        if (t + 1 < F2 * 4)
+            tc_ring_load<C, MB>(row, Wt, lo_off, t + 1, lrow, lhi, ah[(t + 1) & 1], al[(t + 1) & 1], bh[(t + 1) & 1],
+                                bl[(t + 1) & 1]);
+        tc_mma_passes<C, MB, 2, 4>(acc2, ah[t & 1], al[t & 1], bh[t & 1], bl[t & 1]);
+    }
+}
+
+// The MB blocks of job `job` in Z rows [z0, z1): rows, first columns, and which exist.
+template <class C, int MB>
+__device__ __forceinline__ void tc_ring_job(int job, int z0, int nm, int (&rr)[MB], int (&xb)[MB], bool (&ok)[MB]) {
+    constexpr int MPR = C::RW_ / 16;
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        int mi = job * MB + m;
+        ok[m] = mi < nm;
+        mi = min(mi, nm - 1);
+        rr[m] = z0 + mi / MPR;
+        xb[m] = (mi % MPR) * 16;
+    }
+}
+
+// conv2 (f2 x f2 taps, all their fragments in shared memory) -> Z for Z rows [z0, z1).
 template <class C, int F2>
 __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0, int z1) {
     constexpr int MB = C::MB2_, MPR = C::RW_ / 16;
@@ -525,14 +566,7 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
     for (int job = warp; job < njobs; job += C::NW) {
         int rr[MB], xb[MB];
         bool ok[MB];
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-            int mi = job * MB + m;
-            ok[m] = mi < nm;
-            mi = min(mi, nm - 1);
-            rr[m] = z0 + mi / MPR;
-            xb[m] = (mi % MPR) * 16;
-        }
+        tc_ring_job<C, MB>(job, z0, nm, rr, xb, ok);
         float acc2[MB][4][4];
         tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll 1
@@ -541,20 +575,59 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[m] + dy) % C::C1) * C::RW1 + xb[m] + lrow) << 7);
-            const uint4* Wt = W2 + dy * F2 * 8 * 32;
-            u32 ah[2][MB][4], al[2][MB][4];
-            uint4 bh[2][2], bl[2][2];
-            tc_ring_load<C, MB>(row, Wt, 0, lrow, lhi, ah[0], al[0], bh[0], bl[0]);
-#pragma unroll
-            for (int t = 0; t < F2 * 4; ++t) {  // t = dx * 4 + K-step; fragments of t + 1 load under t's MMAs
-                if (t + 1 < F2 * 4)
-                    tc_ring_load<C, MB>(row, Wt, t + 1, lrow, lhi, ah[(t + 1) & 1], al[(t + 1) & 1], bh[(t + 1) & 1],
-                                        bl[(t + 1) & 1]);
-                tc_mma_passes<C, MB, 2, 4>(acc2, ah[t & 1], al[t & 1], bh[t & 1], bl[t & 1]);
-            }
+            tc_conv2_tap_row<C, F2, MB>(acc2, row, W2 + dy * F2 * 8 * 32, C::W2F / 4, lrow, lhi);
         }
         tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
     }
+}
+
+// The same with STREAM: shared memory holds one tap row of conv2's fragments at a time (the split
+// 9-5-5 weights, 200 KB, do not fit whole), loaded from the global array before each row; a warp
+// keeps the accumulators of all its jobs (at most JMAX) across the rows. Every thread must call it.
+template <class C, int F2, int NT>
+__device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights, const u32* A1, float* Z, int z0,
+                                       int z1) {
+    constexpr int MB = C::MB2_, MPR = C::RW_ / 16;
+    constexpr int JMAX = (C::R_ * MPR / MB + C::NW - 1) / C::NW;  // jobs of a full chunk per warp
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = lane & 3;
+    const int lrow = lane & 15, lhi = lane >> 4;
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W2 = reinterpret_cast<const uint4*>(smw + C::O_W2F) + lane;
+    const u32 a1s = smem_u32(A1);
+    const int nm = (z1 - z0) * MPR, njobs = (nm + MB - 1) / MB;
+    int rr[JMAX][MB], xb[JMAX][MB];
+    bool ok[JMAX][MB];
+    float acc2[JMAX][MB][4][4];
+#pragma unroll
+    for (int jj = 0; jj < JMAX; ++jj) {
+        tc_ring_job<C, MB>(warp + jj * C::NW, z0, nm, rr[jj], xb[jj], ok[jj]);
+        tc_bias_init<C, MB, 4>(b2, acc2[jj], cq);
+    }
+#pragma unroll 1
+    for (int dy = 0; dy < F2; ++dy) {
+        __syncthreads();  // nobody reads the previous row's fragments any more
+        {
+            const uint4* src = reinterpret_cast<const uint4*>(weights) + dy * (C::W2S / 4);
+            uint4* dst = reinterpret_cast<uint4*>(smw + C::O_W2F);
+            for (int i = threadIdx.x; i < C::NSPL * C::W2S / 4; i += NT) {
+                const int copy = i / (C::W2S / 4), k = i - copy * (C::W2S / 4);
+                dst[i] = __ldg(src + copy * (C::W2F / 4) + k);
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int jj = 0; jj < JMAX; ++jj) {
+            if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
+            u32 row[MB];
+#pragma unroll
+            for (int m = 0; m < MB; ++m)
+                row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
+            tc_conv2_tap_row<C, F2, MB>(acc2[jj], row, W2, C::W2S / 4, lrow, lhi);
+        }
+    }
+#pragma unroll
+    for (int jj = 0; jj < JMAX; ++jj)
+        if (warp + jj * C::NW < njobs) tc_z<C, MB>(smw, Z, acc2[jj], rr[jj], xb[jj], ok[jj], lane);
 }
 
 // A1 ring border fix-up: records of 8 swizzled 16-byte chunks per copy.
@@ -593,11 +666,11 @@ __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, in
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
 __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                   const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM> C;
     extern __shared__ __align__(16) u32 smw[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -610,12 +683,17 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
-        for (int i = threadIdx.x; i < C::O_W1F / 4; i += NT) dst[i] = __ldg(src + i);
+        if constexpr (STREAM) {  // conv2's fragments come a tap row at a time (tc_conv2_ring_z_stream)
+            for (int i = threadIdx.x; i < (C::O_W1F - C::O_W3F) / 4; i += NT)
+                dst[C::O_W3F / 4 + i] = __ldg(src + C::G_W3F / 4 + i);
+        } else {  // the global array's prefix as it is
+            for (int i = threadIdx.x; i < C::O_W1F / 4; i += NT) dst[i] = __ldg(src + i);
+        }
         if (folding) {
             for (int i = threadIdx.x; i < 4 * C::NSPL * C::W1P / 4; i += NT)
                 dst[C::O_W1P / 4 + i] = __ldg(src + C::G_W1P / 4 + i);
         } else {
-            for (int i = threadIdx.x; i < C::NSPL * C::W1F / 4; i += NT) dst[C::O_W1F / 4 + i] = __ldg(src + C::O_W1F / 4 + i);
+            for (int i = threadIdx.x; i < C::NSPL * C::W1F / 4; i += NT) dst[C::O_W1F / 4 + i] = __ldg(src + C::G_W1F / 4 + i);
         }
     }
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
@@ -658,7 +736,10 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
                 tc_fixup_a1<C>(A1, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
                 a1_done = a_t;
             }
-            tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
+            if constexpr (STREAM)
+                tc_conv2_ring_z_stream<C, F2, NT>(smw, weights, A1, Z, z_done, z_t);
+            else
+                tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
         } else {
             if constexpr (FOLD) {
                 if (folding)
@@ -681,9 +762,9 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     }
 }
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
 __global__ void fused_tc_layout(int* out) {
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;
 }
