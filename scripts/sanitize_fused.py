@@ -23,6 +23,14 @@ from srgpu.model import random_model  # noqa: E402
 def main() -> int:
     import cupy as cp
 
+    from srgpu.engine.base import EngineError
+    from srgpu.engine.gpu import require_gpu
+
+    try:
+        require_gpu(0)
+    except EngineError as e:
+        print(f"sanitize_fused: {e}", file=sys.stderr)
+        return 1
     model = random_model("9-1-5", seed=1, scale=2)
     rng = np.random.default_rng(0)
     lr_shape, out_shape = (141, 131), (282, 262)

@@ -14,8 +14,8 @@ edge have filters of their own (the LR mirror needs none: it is applied when rea
 
 Why it matters for the fused kernels (issue 6): reading the LR samples they skip the bicubic pass
 and read 8x8 LR samples per output instead of 9x9 upscaled ones at x2 (7x7 at x3, 6x6 at x4).
-On tensor cores, raw integer samples of up to 11 bits are exact in fp16 (with 1/max_value folded
-into the weights), so only the weights need the hi/lo split: two MMAs, not three. Samples of 12
+On tensor cores, raw integer samples of up to 11 bits are exact in fp16 (1/max_value is applied
+to the sum), so only the weights need the hi/lo split: two MMAs, not three. Samples of 12
 bits or more, or samples divided by max_value first, are not exact and need the split too.
 This module holds the tables and the float64 reference such a kernel is checked against;
 fused_tc.cu's FOLD path (x2) reads the phase filters of :func:`phase_filters` for the positions
