@@ -199,6 +199,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles (fused.CANDIDATES)")
+    ap.add_argument("--unverified", action="store_true",
+                    help="with --sweep, also time the tiles not yet checked on a GPU (fused.UNVERIFIED)")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
     ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
@@ -249,7 +251,9 @@ def main() -> int:
                 rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps))
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
-            for cfg in (fused.candidate_configs(p, model.f2)[1:] if args.sweep else []):
+            extra = fused.candidate_configs(p, model.f2)[1:] if args.sweep else []
+            extra += fused.unverified_configs(p, model.f2) if args.sweep and args.unverified else []
+            for cfg in extra:
                 params = dict(cfg.params)
                 try:
                     rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps, params))
