@@ -130,7 +130,7 @@ def test_fold_is_built_for_9_1_5() -> None:
             fused.config_for(precision, 5, fold=1)
     for precision in fused.PRECISIONS:
         cfg = fused.config_for(precision, 1, fold=1)
-        flags = ", 1>" if precision == "fp32" else ", true, false>"  # fold (, stream)
+        flags = ", true>" if precision == "fp32" else ", true, false>"  # fold (, stream)
         assert cfg.kernel_name(1).endswith(flags) and cfg.label.endswith(" fold")
         # the fold path's weights and planes are counted in the shared memory the host expects
         assert fused.shared_bytes(cfg, 1) > fused.shared_bytes(fused.config_for(precision, 1, fold=0), 1)
@@ -149,8 +149,6 @@ def test_streamed_conv2_tiles_fit_and_are_not_offered_yet() -> None:
     of what the tuner offers until a GPU run has checked them (fused.UNVERIFIED)."""
     for (precision, f2), tiles in fused.UNVERIFIED.items():
         for cfg in fused.unverified_configs(precision, f2):
-            if cfg.wino:  # tests/test_winograd.py
-                continue
             assert cfg.stream and cfg.kernel_name(f2).endswith(", true>")
             assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
             assert cfg not in fused.candidate_configs(precision, f2)

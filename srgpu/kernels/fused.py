@@ -62,12 +62,10 @@ class FusedConfig:
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
     fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
-    wino: bool = False  # 'fp32' with fold: the folded conv1 as 1-D Winograd F(4, 8) (winograd.py)
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
-            mode = 2 if self.wino else int(self.fold)
-            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {mode}>"
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
                 f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}, "
                 f"{'true' if self.stream else 'false'}>")
@@ -82,13 +80,13 @@ class FusedConfig:
     @property
     def params(self) -> tuple[tuple[str, Any], ...]:
         return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
-                ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)), ("wino", int(self.wino)))
+                ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
-        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "") + (" wino" if self.wino else "")
+        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
@@ -100,9 +98,6 @@ def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
-    base["wino"] = bool(base.get("wino", False))
-    if base["wino"] and (kernel != "fp32" or not base["fold"]):
-        raise ValueError("the Winograd conv1 is built for the folded FFMA kernel (fp32 with fold)")
     if base["fold"] and f2 != 1:
         raise ValueError("the folded conv1 is built for 9-1-5 only")
     if base["stream"] and (kernel != "tc" or f2 == 1):
@@ -160,10 +155,6 @@ UNVERIFIED: dict[tuple[str, int], list[dict[str, int]]] = {
                   dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
     ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1)],
-    # the Winograd conv1 of the FFMA fold path: its transformed filters (88 KB) leave room for a
-    # 32-column Z region with 32-row chunks (all 8 warps busy), or 64 columns with 8-row chunks
-    ("fp32", 1): [dict(th=60, rw=32, r=32, nt=256, p=4, fold=1, wino=1),
-                  dict(th=60, rw=64, r=8, nt=128, p=4, fold=1, wino=1)],
 }
 
 
@@ -175,23 +166,16 @@ def unverified_configs(precision: str, f2: int) -> list[FusedConfig]:
 # ---------------------------------------------------------------- weights, packed as the kernels read them
 
 
-def pack_fp32(model: SRCNNModel, fold: bool = False, wino: bool = False) -> np.ndarray:
+def pack_fp32(model: SRCNNModel, fold: bool = False) -> np.ndarray:
     """float32 [b1 | b2 | b3, 0, 0, 0 | W3 (25 taps x 32) | W2 | W1 (81 taps x 64) | with ``fold``: the
-    four phase filters (64 LR taps x 64) of the folded conv1, unscaled, or with ``wino`` the same
-    filters transformed along their rows (winograd.transform_filters: phase, row, 11, 64)]; W2 is
-    (64 in x 32 out) for f2 = 1 and (64 in, f2, f2, 32 out) otherwise (fused_fp32.cu FfmaCfg)."""
+    four phase filters (64 LR taps x 64) of the folded conv1, unscaled]; W2 is (64 in x 32 out) for
+    f2 = 1 and (64 in, f2, f2, 32 out) otherwise (fused_fp32.cu FfmaCfg)."""
     a = model.arrays(np.float32)
     w1 = a["conv1_weight"][:, 0].reshape(64, 81).T
     w3 = a["conv3_weight"][0].reshape(32, 25).T
     w2 = a["conv2_weight"].transpose(1, 2, 3, 0)  # (in, dy, dx, out)
     parts = [a["conv1_bias"], a["conv2_bias"], np.array([a["conv3_bias"][0], 0, 0, 0], np.float32), w3, w2, w1]
-    if wino:
-        from .fold import phase_filters
-        from .winograd import transform_filters
-
-        ph = phase_filters(a["conv1_weight"].astype(np.float64), FOLD_SCALE)
-        parts.append(transform_filters(ph.filters.reshape(-1, *ph.filters.shape[2:])))
-    elif fold:
+    if fold:
         mats, e = fold_matrices(model)
         parts.append(mats * np.float32(2.0**-e))  # exact: a power of two
     return np.ascontiguousarray(np.concatenate([np.asarray(p, np.float32).ravel() for p in parts]))
@@ -397,7 +381,7 @@ class FusedSRCNN:
             v = buf.get()
             self.layout = Layout(*(int(x) for x in v[:7]))
             if cfg.kernel == "fp32":
-                packed, self.fold_exponent = pack_fp32(model, cfg.fold, cfg.wino), 0
+                packed, self.fold_exponent = pack_fp32(model, cfg.fold), 0
             else:
                 packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold)
             expect = int(v[7])
@@ -541,13 +525,10 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
         rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
         y0 = (cfg.th + 2 * (6 + h2)) * (rw1p + 8)
         p1 = cdiv((cfg.r + 2 * h2) * rw1p, 32) * 32 + 4
-        common = 64 + 32 + 4 + (0 if cfg.wino else 25 * 32) + (64 * 32 if f2 == 1 else 0)
+        common = 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
         rings = (64 * p1 + 32 * cfg.r * cfg.rw) if f2 > 1 else 0
         bicubic_path = 81 * 64 + y0 + rings
-        lrr = (cfg.th + 3) // 2 + 9
-        fold_path = 4 * 64 * 64 + 2 * (lrr * (cfg.rw // 2 + 12) + 4) if cfg.fold else 0
-        if cfg.wino:  # the transformed filters and tile (FfmaCfg O_U, VRS)
-            fold_path = 4 * 8 * 11 * 64 + lrr * (2 * (cfg.rw // 8) * 12 + 16)
+        fold_path = 4 * 64 * 64 + 2 * (((cfg.th + 3) // 2 + 9) * (cfg.rw // 2 + 12) + 4) if cfg.fold else 0
         return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
     nspl = 2 if cfg.split else 1
     rw1 = cfg.rw + 2 * h2

@@ -9,24 +9,11 @@
 // the bicubic and read the LR samples through conv1 folded with it (srgpu/kernels/fold.py: four
 // phase filters of 8 x 8 LR taps instead of 9 x 9 upscaled ones, 21 % fewer conv1 FMAs); a warp
 // serves one phase so the weights stay broadcasts. Edge blocks take the bicubic path.
-// FOLD == 2 (Winograd, same tiles): a thread's 4 positions of one phase are 4 neighbouring
-// outputs of an 8-tap row filter, computed as 1-D Winograd F(4, 8) (srgpu/kernels/winograd.py):
-// each 11-sample window is transformed once per tile (BT, shared by all channels), the filters are
-// transformed on the host (G), the 8 filter rows are summed in the transformed domain (11 FMAs per
-// row and channel instead of 32) and AT gives the 4 outputs: 52 % fewer conv1 FMAs than FOLD == 1.
-// Its shared memory goes to the transformed filters, so conv3's weights are read from global
-// memory (L1) and the Z region is 32 columns wide.
 // F2 > 1 (9-3-5, 9-5-5): conv1 fills a ring of A1 rows (64 planes); conv2 reads 8-sample windows
 // of it (4 positions x 8 output channels per thread, weights from L1 via __ldg); a Z pass follows.
 #include "fused_common.cu"
 
-// 1-D Winograd F(4, 8), points 0, +-1, +-2, +-1/2, 1/4, +-4, infinity: srgpu/kernels/winograd.py
-// (tests/test_winograd.py checks these literals against it). V = BT d, y = AT (U * V).
-#define WINO_AT_INIT {{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f}, {0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f, -0.5f, 0.25f, 4.0f, -4.0f, 0.0f}, {0.0f, 1.0f, 1.0f, 4.0f, 4.0f, 0.25f, 0.25f, 0.0625f, 16.0f, 16.0f, 0.0f}, {0.0f, 1.0f, -1.0f, 8.0f, -8.0f, 0.125f, -0.125f, 0.015625f, 64.0f, -64.0f, 1.0f}}
-#define WINO_BT_INIT {{1.0f, -4.0f, -5.3125f, 21.25f, 5.578125f, -22.3125f, -1.328125f, 5.3125f, 0.0625f, -0.25f, 0.0f}, {0.0f, 0.07901234924793243f, -0.2370370328426361f, -0.6567901372909546f, 1.0222222805023193f, 1.4629629850387573f, -0.30000001192092896f, -0.404938280582428f, 0.014814814552664757f, 0.01975308731198311f, 0.0f}, {0.0f, 0.04740740731358528f, -0.2370370328426361f, -0.014814814552664757f, 1.0222222805023193f, -0.757777750492096f, -0.30000001192092896f, 0.2370370328426361f, 0.014814814552664757f, -0.01185185182839632f, 0.0f}, {0.0f, -0.0010582010727375746f, 0.003703703638166189f, 0.007473545148968697f, -0.01875000074505806f, -0.015277777798473835f, 0.01597222313284874f, 0.009391534142196178f, -0.0009259259095415473f, -0.0005291005363687873f, 0.0f}, {0.0f, -0.0008230452658608556f, 0.003703703638166189f, 0.0025205761194229126f, -0.01875000074505806f, 0.004783950746059418f, 0.01597222313284874f, -0.0068930042907595634f, -0.0009259259095415473f, 0.0004115226329304278f, 0.0f}, {0.0f, -1.444797158241272f, 2.889594316482544f, 13.454673767089844f, -3.7925925254821777f, -15.644444465637207f, 0.9481481313705444f, 3.8151676654815674f, -0.04514991119503975f, -0.180599644780159f, 0.0f}, {0.0f, -0.4815990626811981f, 2.889594316482544f, -3.220693826675415f, -3.7925925254821777f, 4.898765563964844f, 0.9481481313705444f, -1.2566725015640259f, -0.04514991119503975f, 0.060199882835149765f, 0.0f}, {0.0f, 5.801852226257324f, 0.0f, -30.82234001159668f, 0.0f, 32.36345672607422f, 0.0f, -7.70558500289917f, 0.0f, 0.36261576414108276f, 0.0f}, {0.0f, 2.939447313110577e-06f, -1.1022927537851501e-05f, -1.8371545593254268e-05f, 5.7870369346346706e-05f, 3.0864197469782084e-05f, -5.7870369346346706e-05f, -1.8371545593254268e-05f, 1.1022927537851501e-05f, 2.939447313110577e-06f, 0.0f}, {0.0f, 2.5936301426554564e-06f, -1.1022927537851501e-05f, -1.1022927537851501e-05f, 5.7870369346346706e-05f, 0.0f, -5.7870369346346706e-05f, 1.1022927537851501e-05f, 1.1022927537851501e-05f, -2.5936301426554564e-06f, 0.0f}, {0.0f, -4.0f, 16.0f, 21.25f, -85.0f, -22.3125f, 89.25f, 5.3125f, -21.25f, -0.25f, 1.0f}}
-constexpr int WINO_M = 4, WINO_A = 11;  // outputs per window, window length (= products per filter row)
-
-template <int F2, int TH, int RW, int R, int NT, int P, int FOLD>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 struct FfmaCfg {
     static constexpr int P_ = P;  // positions per thread in the f2 == 1 chain (2 or 4)
     static constexpr int H2 = F2 / 2;
@@ -46,18 +33,13 @@ struct FfmaCfg {
     static constexpr int LRR = (TH + 3) / 2 + 9;
     static constexpr int LRCW = RW / 2 + 12;
     static constexpr int PLR = LRR * LRCW + 4;
-    // Winograd path: windows per phase row, and the transformed tile's floats per LR row (2 column
-    // phases x NWIN windows x 12, + 16: consecutive rows 16 floats apart mod 32, no bank conflicts)
-    static constexpr int NWIN = RW / 8;
-    static constexpr int VRS = 2 * NWIN * 12 + 16;
-    static constexpr bool W3_GLOBAL = FOLD == 2;
     // shared memory (floats); [0, O_W1) is a copy of the packed global array's prefix, then the
     // bicubic path's conv1 weights and Y0 plane, or the fold path's phase filters and LR copies
     static constexpr int O_B1 = 0;                  // [64]
     static constexpr int O_B2 = O_B1 + 64;          // [32]
     static constexpr int O_B3 = O_B2 + 32;          // [1] + 3 pad
     static constexpr int O_W3 = O_B3 + 4;           // [25 taps][32]
-    static constexpr int O_W2 = O_W3 + (W3_GLOBAL ? 0 : 25 * 32);  // F2 == 1: [64 in][32 out] (F2 > 1: global only)
+    static constexpr int O_W2 = O_W3 + 25 * 32;     // F2 == 1: [64 in][32 out] (F2 > 1: global only, same offset)
     static constexpr int O_W1 = O_W2 + (F2 == 1 ? 64 * 32 : 0);  // [81 taps][64]
     static constexpr int O_Y0 = O_W1 + 81 * 64;
     static constexpr int O_A1 = O_Y0 + Y0ROWS * Y0W;
@@ -65,27 +47,20 @@ struct FfmaCfg {
     static constexpr int END_BIC = O_A2 + (F2 > 1 ? 32 * R * RW : 0);
     static constexpr int O_W1P = O_W1;              // [phase py * 2 + px][64 taps a * 8 + b][64]
     static constexpr int O_LR = O_W1P + 4 * 64 * 64;
-    static constexpr int O_U = O_W1;                // Winograd: [phase][row a 8][x 11][64 channels]
-    static constexpr int O_VT = O_U + 4 * 8 * WINO_A * 64;
-    static constexpr int END_FOLD = FOLD == 1 ? O_LR + 2 * PLR : FOLD == 2 ? O_VT + LRR * VRS : 0;
+    static constexpr int END_FOLD = FOLD ? O_LR + 2 * PLR : 0;
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
-    // the packed global array: [b1 | b2 | b3 0 0 0 | W3 | W2 | W1 | W1P (FOLD 1) or U (FOLD 2)]
-    static constexpr int G_W3 = O_W3;
-    static constexpr int G_W2 = G_W3 + 25 * 32;
+    // the packed global array: [b1 | b2 | b3 0 0 0 | W3 | W2 | W1 | W1P (FOLD)]
+    static constexpr int G_W2 = O_W3 + 25 * 32;
     static constexpr int G_W1 = G_W2 + 64 * F2 * F2 * 32;
     static constexpr int G_W1P = G_W1 + 81 * 64;
-    static constexpr int PACKED = G_W1P + (FOLD == 1 ? 4 * 64 * 64 : FOLD == 2 ? 4 * 8 * WINO_A * 64 : 0);
+    static constexpr int PACKED = G_W1P + (FOLD ? 4 * 64 * 64 : 0);
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4 (border fix-ups read within the ring)");
     static_assert(P == 4 || (P == 2 && F2 == 1), "P is 4, or 2 for the f2 == 1 chain");
     static_assert(O_W1 % 4 == 0 && O_Y0 % 4 == 0 && O_LR % 4 == 0 && PLR % 4 == 0 && G_W1 % 4 == 0, "float4 alignment");
-    static_assert(FOLD >= 0 && FOLD <= 2, "FOLD: 0 (bicubic), 1 (folded conv1), 2 (folded, Winograd)");
-    static_assert(FOLD != 1 || (F2 == 1 && P == 4 && RW == 64 && TH % 2 == 0 && R % 2 == 0),
-                  "FOLD 1: the f2 == 1 chain, 4 positions per thread, RW 64, even TH and R");
-    static_assert(FOLD != 2 || (F2 == 1 && P == 4 && 32 % NWIN == 0 && TH % 2 == 0 && R % 2 == 0),
-                  "FOLD 2: the f2 == 1 chain, 4 positions per thread, RW 32 or 64, even TH and R");
-    static_assert(O_U % 4 == 0 && O_VT % 4 == 0 && VRS % 4 == 0 && O_W2 % 4 == 0, "float4 alignment");
+    static_assert(!FOLD || (F2 == 1 && P == 4 && RW == 64 && TH % 2 == 0 && R % 2 == 0),
+                  "FOLD: the f2 == 1 chain, 4 positions per thread, RW 64, even TH and R");
 };
 
 // ---------------------------------------------------------------- F2 == 1: chained in registers
@@ -141,8 +116,7 @@ __device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W
         const float* w3 = W3s + d * 32;
 #pragma unroll
         for (int cq = 0; cq < 8; ++cq) {
-            const float4 w = C::W3_GLOBAL ? __ldg(reinterpret_cast<const float4*>(w3 + cq * 4))
-                                          : *reinterpret_cast<const float4*>(w3 + cq * 4);
+            const float4 w = *reinterpret_cast<const float4*>(w3 + cq * 4);
 #pragma unroll
             for (int p = 0; p < P; ++p) {
                 z[p] = fmaf(w.x, acc2[p][cq * 4 + 0], z[p]);
@@ -161,14 +135,14 @@ __device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W
     }
 }
 
-// W3: conv3's weights [25 taps][32], in shared memory or (C::W3_GLOBAL) global.
 template <class C, int NT>
-__device__ void ffma_chain_z(const float* sm, const float* W3s, float* Z, int z0, int z1) {
+__device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
     constexpr int P = C::P_, GPR = C::RW_ / P;
     const float* W1s = sm + C::O_W1;
     const float* b1s = sm + C::O_B1;
     const float* b2s = sm + C::O_B2;
     const float* W2s = sm + C::O_W2;
+    const float* W3s = sm + C::O_W3;
     const float* Y0 = sm + C::O_Y0;
     const int n = (z1 - z0) * GPR;
     for (int g = threadIdx.x; g < n; g += NT) {
@@ -296,104 +270,6 @@ __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int
             }
         }
         ffma_relu_z<C, 4, 2>(acc2, W3s, Z + (rr % C::CZ) * C::RW_ + px + 8 * grp);
-    }
-}
-
-// ---------------------------------------------------------------- FOLD == 2: Winograd F(4, 8) along rows
-
-// The transformed LR tile of a fold block: for LR row l < LRR, column phase px and window k < NWIN
-// (LR columns lx0 + d[px] + 4k + [0, 11)), V = BT d at VT[l * VRS + (px * NWIN + k) * 12], 11
-// floats and a zero. Ends with a barrier.
-template <class C, int NT>
-__device__ void wino_build_vt(const FusedArgs& a, float* sm, int ly0, int lx0, int d0, int d1) {
-    constexpr float BT[WINO_A][WINO_A] = WINO_BT_INIT;
-    float* VT = sm + C::O_VT;
-    constexpr int N = C::LRR * 2 * C::NWIN;
-    for (int e = threadIdx.x; e < N; e += NT) {
-        const int l = e / (2 * C::NWIN), w = e - l * (2 * C::NWIN);  // w = px * NWIN + k
-        const int c0 = lx0 + 4 * (w % C::NWIN) + (w >= C::NWIN ? d1 : d0);
-        float d[WINO_A];
-#pragma unroll
-        for (int i = 0; i < WINO_A; ++i) d[i] = fold_sample(a, ly0 + l, c0 + i);
-        float* v = VT + l * C::VRS + w * 12;
-#pragma unroll
-        for (int x = 0; x < WINO_A; ++x) {
-            float t = 0.0f;
-#pragma unroll
-            for (int i = 0; i < WINO_A; ++i)
-                if (BT[x][i] != 0.0f) t = fmaf(BT[x][i], d[i], t);
-            v[x] = t;
-        }
-        v[11] = 0.0f;
-    }
-    __syncthreads();
-}
-
-// conv1 (folded, Winograd) -> conv2 -> Z for Z-region rows [z0, z1) of a fold block. As
-// ffma_chain_z_fold, a warp shares one phase (py, px): lane = (row of that parity, window k), a
-// thread owns region columns px + 8k + 2p, p < 4 = the 4 outputs of its window. Per 4 channels:
-// m[x][c] = sum over the 8 filter rows of U[x][c] * V[x], then y = AT m, ReLU, into conv2.
-template <class C, int NT>
-__device__ void ffma_chain_z_wino(const float* sm, const float* __restrict__ W3g, float* Z, int z0, int z1,
-                                  int d0, int d1, float fscale) {
-    constexpr float AT[WINO_M][WINO_A] = WINO_AT_INIT;
-    constexpr int G = C::NWIN, BR = 2 * (32 / G);  // rows per 4 warps
-    const float* b1s = sm + C::O_B1;
-    const float* b2s = sm + C::O_B2;
-    const float* W2s = sm + C::O_W2;
-    const int n = (z1 - z0 + BR - 1) / BR * 128;
-    for (int g = threadIdx.x; g < n; g += NT) {
-        const int q = (g >> 5) & 3, lane = g & 31;
-        const int py = q >> 1, px = q & 1, k = lane % G;
-        const int rr = z0 + (g >> 7) * BR + 2 * (lane / G) + py;  // z0 is even
-        if (rr >= z1) continue;
-        const float* vb = sm + C::O_VT + ((rr >> 1) + (py ? d1 : d0)) * C::VRS + (px * G + k) * 12;
-        const float* ub = sm + C::O_U + (py * 2 + px) * 8 * WINO_A * 64;
-        float acc2[4][32];
-#pragma unroll
-        for (int o = 0; o < 32; ++o) {
-            const float b = b2s[o];
-#pragma unroll
-            for (int p = 0; p < 4; ++p) acc2[p][o] = b;
-        }
-#pragma unroll 1
-        for (int cc = 0; cc < 64; cc += 4) {
-            float m[WINO_A][4];
-#pragma unroll
-            for (int x = 0; x < WINO_A; ++x)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) m[x][c] = 0.0f;
-#pragma unroll 2
-            for (int ta = 0; ta < 8; ++ta) {
-                const float4* vr = reinterpret_cast<const float4*>(vb + ta * C::VRS);
-                const float4 q0 = vr[0], q1 = vr[1], q2 = vr[2];
-                const float v[12] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w, q2.x, q2.y, q2.z, q2.w};
-                const float* ur = ub + ta * WINO_A * 64 + cc;
-#pragma unroll
-                for (int x = 0; x < WINO_A; ++x) {
-                    const float4 u = *reinterpret_cast<const float4*>(ur + x * 64);
-                    m[x][0] = fmaf(u.x, v[x], m[x][0]);
-                    m[x][1] = fmaf(u.y, v[x], m[x][1]);
-                    m[x][2] = fmaf(u.z, v[x], m[x][2]);
-                    m[x][3] = fmaf(u.w, v[x], m[x][3]);
-                }
-            }
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                float a1[4];
-                const float b = b1s[cc + c];
-#pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    float t = 0.0f;
-#pragma unroll
-                    for (int x = 0; x < WINO_A; ++x)
-                        if (AT[p][x] != 0.0f) t = fmaf(AT[p][x], m[x][c], t);
-                    a1[p] = fmaxf(fmaf(t, fscale, b), 0.0f);
-                }
-                ffma_conv2_acc<4>(acc2, a1, W2s + (cc + c) * 32);
-            }
-        }
-        ffma_relu_z<C, 4, 2>(acc2, W3g, Z + (rr % C::CZ) * C::RW_ + px + 8 * k);
     }
 }
 
@@ -526,7 +402,7 @@ __device__ void ffma_z_from_a2(const float* sm, const float* A2, float* Z, int z
 // ---------------------------------------------------------------- the kernel
 
 // fold, fscale: as fused_tc.cu (fscale = 1 / max_value here: the phase filters are not scaled).
-template <int F2, int TH, int RW, int R, int NT, int P, int FOLD>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* __restrict__ weights,
                                                     const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
@@ -543,24 +419,17 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
     {
         const float4* src = reinterpret_cast<const float4*>(weights);
         float4* dst = reinterpret_cast<float4*>(sm);
-        // the prefix [b1 | b2 | b3 | W3 | W2], without W3 where it stays in global memory
-        for (int i = threadIdx.x; i < C::O_W1 / 4; i += NT)
-            dst[i] = __ldg(src + (i < C::O_W3 / 4 ? i : i + (C::G_W2 - C::O_W2) / 4));
+        for (int i = threadIdx.x; i < C::O_W1 / 4; i += NT) dst[i] = __ldg(src + i);
         if (folding) {
-            constexpr int n = (FOLD == 2 ? 8 * WINO_A : 64) * 4 * 64;  // U or W1P (same offsets)
-            for (int i = threadIdx.x; i < n / 4; i += NT) dst[C::O_W1P / 4 + i] = __ldg(src + C::G_W1P / 4 + i);
+            for (int i = threadIdx.x; i < 4 * 64 * 64 / 4; i += NT) dst[C::O_W1P / 4 + i] = __ldg(src + C::G_W1P / 4 + i);
         } else {
             for (int i = threadIdx.x; i < 81 * 64 / 4; i += NT) dst[C::O_W1 / 4 + i] = __ldg(src + C::G_W1 / 4 + i);
         }
     }
     float* Y0 = sm + C::O_Y0;
     float* Z = sm + C::O_Z;
-    const float* W3s = C::W3_GLOBAL ? weights + C::G_W3 : sm + C::O_W3;
     if (folding) {
-        if constexpr (FOLD == 2)
-            wino_build_vt<C, NT>(a, sm, fb.ly0, fb.lx0, fb.d0, fb.d1);
-        else
-            ffma_load_lr<C, NT>(a, sm, fb.ly0, fb.lx0);
+        ffma_load_lr<C, NT>(a, sm, fb.ly0, fb.lx0);
     } else {
         fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W,
                       a.first0[a.rows_first ? blockIdx.x : blockIdx.y], Z,
@@ -590,18 +459,13 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
             ffma_conv2_ring<C, NT, F2>(sm, weights + C::G_W2, A1, A2, z_done, z_t);
             __syncthreads();
             ffma_z_from_a2<C, NT>(sm, A2, Z, z_done, z_t);
-        } else if constexpr (FOLD == 2) {
-            if (folding)
-                ffma_chain_z_wino<C, NT>(sm, W3s, Z, z_done, z_t, fb.d0, fb.d1, fscale);
-            else
-                ffma_chain_z<C, NT>(sm, W3s, Z, z_done, z_t);
-        } else if constexpr (FOLD == 1) {
+        } else if constexpr (FOLD) {
             if (folding)
                 ffma_chain_z_fold<C, NT>(sm, Z, z_done, z_t, fb.d0, fb.d1, fscale);
             else
-                ffma_chain_z<C, NT>(sm, W3s, Z, z_done, z_t);
+                ffma_chain_z<C, NT>(sm, Z, z_done, z_t);
         } else {
-            ffma_chain_z<C, NT>(sm, W3s, Z, z_done, z_t);
+            ffma_chain_z<C, NT>(sm, Z, z_done, z_t);
         }
         __syncthreads();
         fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
@@ -617,7 +481,7 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
 
 // Layout constants for the host: {shared bytes, tile rows, tile cols, Y0 rows, Y0 cols, first-pass
 // buffer capacity in floats, threads, packed weight floats}.
-template <int F2, int TH, int RW, int R, int NT, int P, int FOLD>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 __global__ void fused_fp32_layout(int* out) {
     typedef FfmaCfg<F2, TH, RW, R, NT, P, FOLD> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W;
