@@ -199,8 +199,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles (fused.CANDIDATES)")
-    ap.add_argument("--unverified", action="store_true",
-                    help="with --sweep, also time the tiles not yet checked on a GPU (fused.UNVERIFIED)")
+    ap.add_argument("--not-offered", action="store_true",
+                    help="with --sweep, also time the tiles the tuner does not offer (fused.NOT_OFFERED)")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
     ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
@@ -252,7 +252,7 @@ def main() -> int:
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
             extra = fused.candidate_configs(p, model.f2)[1:] if args.sweep else []
-            extra += fused.unverified_configs(p, model.f2) if args.sweep and args.unverified else []
+            extra += fused.not_offered_configs(p, model.f2) if args.sweep and args.not_offered else []
             for cfg in extra:
                 params = dict(cfg.params)
                 try:

@@ -59,7 +59,7 @@ def main() -> None:
     else:
         jobs = [(cfg.source, cfg.kernel_name(f2), fused.shared_bytes(cfg, f2))
                 for p in args.precision for f2 in args.f2
-                for cfg in fused.candidate_configs(p, f2) + fused.unverified_configs(p, f2)]
+                for cfg in fused.candidate_configs(p, f2) + fused.not_offered_configs(p, f2)]
     print(f"{'kernel':<52} {'regs':>5} {'stack':>6} {'spill st':>9} {'spill ld':>9} {'shared KiB':>11}")
     for source, name, shared in jobs:
         r = resources(source, name, args.arch)

@@ -172,12 +172,12 @@ def test_fp16_accuracy_random(cp, arch: str) -> None:
 
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in ("fp16", "fp16-fast") for a in ("9-3-5", "9-5-5")])
 def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
-    """The tiles that load conv2's weights one tap row at a time (fused.UNVERIFIED until this has
+    """The tiles that load conv2's weights one tap row at a time (fused.NOT_OFFERED; this test
     passed on a GPU): raw output against the CPU reference on frames of several tiles with all four
-    borders, 8- and 10-bit, two poisons; the split meets the accuracy bar."""
+    borders, 8- and 10-bit, two poisons; on these random frames the split meets the accuracy bar."""
     model = MODELS[arch]
     f2 = model.f2
-    configs = [c for c in fused.unverified_configs(precision, f2) + fused.candidate_configs(precision, f2) if c.stream]
+    configs = [c for c in fused.not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2) if c.stream]
     if not configs:
         pytest.skip(f"no streamed {precision} tile for {arch}")
     rng = np.random.default_rng(59)

@@ -66,7 +66,7 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
     names = sorted({n for p in precisions for f2 in (1, 3, 5)
-                    for cfg in fused.candidate_configs(p, f2) + fused.unverified_configs(p, f2)
+                    for cfg in fused.candidate_configs(p, f2) + fused.not_offered_configs(p, f2)
                     for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)
