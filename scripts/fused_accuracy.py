@@ -58,7 +58,7 @@ def main() -> int:
         refs = {k: (fused.reference(v, shapes[k], 255, model, raw=True, dtype=np.float64),
                     fused.reference(v, shapes[k], 255, model, dtype=np.float64)) for k, v in planes.items()}
         fp32_out: dict[str, np.ndarray] = {}
-        print(f"{arch} x2, {len(planes)} frames, {sum(v.size for v in refs.values()) // 2} output pixels")
+        print(f"{arch} x2, {len(planes)} frames, {sum(r[0].size for r in refs.values())} output pixels")
         print("| precision | tile | raw error vs float64 | 8-bit = float64 reference | 8-bit = fp32 kernel | max levels |")
         print("|---|---|---|---|---|---|")
         for prec in fused.PRECISIONS:
