@@ -130,7 +130,7 @@ def test_fold_is_built_for_9_1_5() -> None:
             fused.config_for(precision, 5, fold=1)
     for precision in fused.PRECISIONS:
         cfg = fused.config_for(precision, 1, fold=1)
-        flags = ", true, 0>" if precision == "fp32" else ", true, false>"  # fold, then cw (fp32) or stream
+        flags = ", true>" if precision == "fp32" else ", true, false>"  # fold (, stream)
         assert cfg.kernel_name(1).endswith(flags) and cfg.label.endswith(" fold")
         # the fold path's weights and planes are counted in the shared memory the host expects
         assert fused.shared_bytes(cfg, 1) > fused.shared_bytes(fused.config_for(precision, 1, fold=0), 1)
@@ -159,20 +159,3 @@ def test_streamed_conv2_tiles_fit_and_are_not_offered() -> None:
         fused.config_for("fp16", 1, stream=1)
     with pytest.raises(ValueError):
         fused.config_for("fp32", 5, stream=1)
-
-
-def test_constant_weights_are_the_packed_conv2_and_conv3() -> None:
-    """The CW kernels' constant memory holds W2 then W3 exactly as the packed array (which the
-    other kernels copy to shared memory) has them; CW frees their shared memory; 9-1-5 FFMA only."""
-    model = random_model("9-1-5", seed=6, scale=2)
-    packed, w23 = fused.pack_fp32(model), fused.constant_weights(model)
-    w3 = packed[100:100 + 25 * 32]
-    w2 = packed[100 + 25 * 32:100 + 25 * 32 + 64 * 32]
-    np.testing.assert_array_equal(w23, np.concatenate([w2, w3]))
-    for cw in (1, 2):
-        cfg = fused.config_for("fp32", 1, cw=cw)
-        assert cfg.kernel_name(1).endswith(f", true, {cw}>") and cfg.label.endswith(f" cw{cw}")
-        assert fused.shared_bytes(cfg, 1) == fused.shared_bytes(fused.config_for("fp32", 1, cw=0), 1) - 4 * (64 + 25) * 32
-    for precision, f2, cw in (("fp16", 1, 1), ("fp32", 5, 1), ("fp32", 1, 3)):
-        with pytest.raises(ValueError):
-            fused.config_for(precision, f2, cw=cw)

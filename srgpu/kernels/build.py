@@ -65,11 +65,10 @@ def device_limits(device_index: int = 0) -> DeviceLimits:
 class Kernel:
     """One compiled kernel (a template instantiation) with checked launches."""
 
-    def __init__(self, name: str, function: Any, limits: DeviceLimits, module: Any = None) -> None:
+    def __init__(self, name: str, function: Any, limits: DeviceLimits) -> None:
         self.name = name
         self.function = function
         self.limits = limits
-        self.module = module  # the CuPy RawModule: its __constant__ globals (module.get_global)
         self._shared_raised = 0
 
     @property
@@ -121,7 +120,7 @@ def compile_kernels(filename: str, names: Sequence[str], device_index: int, limi
         try:
             with cp.cuda.Device(device_index):
                 module = cp.RawModule(code=code, options=COMPILE_OPTIONS, name_expressions=list(names))
-                kernels = {n: Kernel(n, module.get_function(n), limits, module) for n in names}
+                kernels = {n: Kernel(n, module.get_function(n), limits) for n in names}
                 for k in kernels.values():  # force the load now, so failures surface here
                     _ = k.function.num_regs
         except Exception as e:

@@ -29,7 +29,6 @@ API: :class:`FusedSRCNN` (``run`` takes a device LR plane, returns/writes the de
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -64,12 +63,10 @@ class FusedConfig:
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
     fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
-    cw: int = 0  # 'fp32', f2 = 1: conv2's and conv3's weights in constant memory, 1 rolled / 2 unrolled loops
 
     def kernel_name(self, f2: int) -> str:
         if self.kernel == "fp32":
-            return (f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, "
-                    f"{'true' if self.fold else 'false'}, {self.cw}>")
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
                 f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}, "
                 f"{'true' if self.stream else 'false'}>")
@@ -84,13 +81,13 @@ class FusedConfig:
     @property
     def params(self) -> tuple[tuple[str, Any], ...]:
         return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
-                ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)), ("cw", int(self.cw)))
+                ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
-        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "") + (f" cw{self.cw}" if self.cw else "")
+        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
 
 
 def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
@@ -102,9 +99,6 @@ def config_for(precision: str, f2: int, **params: int) -> FusedConfig:
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
-    base["cw"] = int(base.get("cw", 0))
-    if base["cw"] not in (0, 1, 2) or (base["cw"] and (kernel != "fp32" or f2 != 1)):
-        raise ValueError("conv2/conv3 weights in constant memory are built for the FFMA kernel of 9-1-5")
     if base["fold"] and f2 != 1:
         raise ValueError("the folded conv1 is built for 9-1-5 only")
     if base["stream"] and (kernel != "tc" or f2 == 1):
@@ -130,9 +124,7 @@ def _f2_key(f2: int) -> int:
 CANDIDATES: dict[tuple[str, int], list[dict[str, int]]] = {
     ("fp32", 1): [dict(th=60, rw=64, r=16, nt=256, p=4, fold=1), dict(th=108, rw=64, r=16, nt=256, p=4, fold=1),
                   dict(th=66, rw=64, r=16, nt=256, p=4, fold=1), dict(th=64, rw=64, r=16, nt=256, p=4, fold=1),
-                  dict(th=64, rw=64, r=16, nt=256, p=4, fold=0),
-                  dict(th=60, rw=64, r=16, nt=256, p=4, fold=1, cw=1), dict(th=60, rw=64, r=16, nt=256, p=4, fold=1, cw=2),
-                  dict(th=108, rw=64, r=16, nt=256, p=4, fold=1, cw=2)],
+                  dict(th=64, rw=64, r=16, nt=256, p=4, fold=0)],
     ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
     ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
@@ -190,14 +182,6 @@ def pack_fp32(model: SRCNNModel, fold: bool = False) -> np.ndarray:
         mats, e = fold_matrices(model)
         parts.append(mats * np.float32(2.0**-e))  # exact: a power of two
     return np.ascontiguousarray(np.concatenate([np.asarray(p, np.float32).ravel() for p in parts]))
-
-
-def constant_weights(model: SRCNNModel) -> np.ndarray:
-    """float32 [W2 (64 in x 32 out) | W3 (25 taps x 32)]: fused_fp32.cu's c_w23 (CW kernels)."""
-    a = model.arrays(np.float32)
-    w2 = a["conv2_weight"][:, :, 0, 0].T
-    w3 = a["conv3_weight"][0].reshape(32, 25).T
-    return np.ascontiguousarray(np.concatenate([w2.ravel(), w3.ravel()]).astype(np.float32))
 
 
 def split_fp16(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -391,12 +375,7 @@ class FusedSRCNN:
         self.limits = limits or device_limits(device_index)
         cfg, f2 = self.config, model.f2
         self.name = f"fused-{precision} {model.arch} {cfg.label}"
-        # CW: the module's constant memory holds this model's conv2/conv3 weights, so each model
-        # gets a module of its own (the source differs by a comment naming the weights)
-        w23 = constant_weights(model) if cfg.kernel == "fp32" and cfg.cw else None
-        tag = "" if w23 is None else f"\n// constant weights {hashlib.sha1(w23.tobytes()).hexdigest()}\n"
-        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits,
-                                  extra_source=tag)
+        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits)
         self.kernel = kernels[cfg.kernel_name(f2)]
         with self.device:
             buf = cp.zeros(16, dtype=np.int32)
@@ -416,9 +395,6 @@ class FusedSRCNN:
                 raise EngineError(f"{self.name}: needs {self.layout.shared_bytes} bytes of shared memory per "
                                   f"block, the device allows {self.limits.max_shared_per_block_optin}")
             self.weights = cp.asarray(packed)
-            if w23 is not None:
-                ptr = self.kernel.module.get_global("c_w23")
-                cp.ndarray(w23.shape, np.float32, memptr=ptr).set(w23)
         self._tables: dict[tuple[int, int, int, int], _Tables] = {}
 
     # ------------------------------------------------------------ tables
@@ -552,7 +528,7 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
         rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
         y0 = (cfg.th + 2 * (6 + h2)) * (rw1p + 8)
         p1 = cdiv((cfg.r + 2 * h2) * rw1p, 32) * 32 + 4
-        common = 64 + 32 + 4 + (0 if cfg.cw else 25 * 32 + (64 * 32 if f2 == 1 else 0))
+        common = 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
         rings = (64 * p1 + 32 * cfg.r * cfg.rw) if f2 > 1 else 0
         bicubic_path = 81 * 64 + y0 + rings
         fold_path = 4 * 64 * 64 + 2 * (((cfg.th + 3) // 2 + 9) * (cfg.rw // 2 + 12) + 4) if cfg.fold else 0

@@ -13,18 +13,8 @@
 // of it (4 positions x 8 output channels per thread, weights from L1 via __ldg); a Z pass follows.
 #include "fused_common.cu"
 
-// CW (f2 == 1): conv2's and conv3's weights [W2 (64 x 32) | W3 (25 x 32)] in constant memory
-// instead of shared memory, whose return bandwidth (one register per lane and cycle; with 4
-// positions per thread every 4 FMAs load a weight register) bounds this kernel. CW 1: the loops
-// stay rolled and each thread loads them from the constant cache (LDC); CW 2: the fold path's
-// channel loop and the Z taps are unrolled, so the addresses are immediates and the FFMAs take
-// the weights as uniform-register operands (ULDC, once per warp), at the cost of ~3x the code.
-// One module per set of weights: FusedSRCNN compiles a copy per model.
-__constant__ float4 c_w23[(64 * 32 + 25 * 32) / 4];
-
-template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD, int CW>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 struct FfmaCfg {
-    static constexpr int CW_ = CW;
     static constexpr int P_ = P;  // positions per thread in the f2 == 1 chain (2 or 4)
     static constexpr int H2 = F2 / 2;
     static constexpr int HAL = 6 + H2;  // bicubic window margin around the output tile
@@ -48,9 +38,9 @@ struct FfmaCfg {
     static constexpr int O_B1 = 0;                  // [64]
     static constexpr int O_B2 = O_B1 + 64;          // [32]
     static constexpr int O_B3 = O_B2 + 32;          // [1] + 3 pad
-    static constexpr int O_W3 = O_B3 + 4;           // [25 taps][32] (CW: constant memory only)
-    static constexpr int O_W2 = O_W3 + (CW ? 0 : 25 * 32);  // F2 == 1: [64 in][32 out] (F2 > 1 or CW: not here)
-    static constexpr int O_W1 = O_W2 + (F2 == 1 && !CW ? 64 * 32 : 0);  // [81 taps][64]
+    static constexpr int O_W3 = O_B3 + 4;           // [25 taps][32]
+    static constexpr int O_W2 = O_W3 + 25 * 32;     // F2 == 1: [64 in][32 out] (F2 > 1: global only, same offset)
+    static constexpr int O_W1 = O_W2 + (F2 == 1 ? 64 * 32 : 0);  // [81 taps][64]
     static constexpr int O_Y0 = O_W1 + 81 * 64;
     static constexpr int O_A1 = O_Y0 + Y0ROWS * Y0W;
     static constexpr int O_A2 = O_A1 + (F2 > 1 ? 64 * P1 : 0);
@@ -61,32 +51,19 @@ struct FfmaCfg {
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
     // the packed global array: [b1 | b2 | b3 0 0 0 | W3 | W2 | W1 | W1P (FOLD)]
-    static constexpr int G_W2 = O_B3 + 4 + 25 * 32;
+    static constexpr int G_W2 = O_W3 + 25 * 32;
     static constexpr int G_W1 = G_W2 + 64 * F2 * F2 * 32;
     static constexpr int G_W1P = G_W1 + 81 * 64;
     static constexpr int PACKED = G_W1P + (FOLD ? 4 * 64 * 64 : 0);
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4 (border fix-ups read within the ring)");
     static_assert(P == 4 || (P == 2 && F2 == 1), "P is 4, or 2 for the f2 == 1 chain");
-    static_assert(CW == 0 || (F2 == 1 && CW <= 2), "CW: 1 or 2, the f2 == 1 chain");
     static_assert(O_W1 % 4 == 0 && O_Y0 % 4 == 0 && O_LR % 4 == 0 && PLR % 4 == 0 && G_W1 % 4 == 0, "float4 alignment");
     static_assert(!FOLD || (F2 == 1 && P == 4 && RW == 64 && TH % 2 == 0 && R % 2 == 0),
                   "FOLD: the f2 == 1 chain, 4 positions per thread, RW 64, even TH and R");
 };
 
 // ---------------------------------------------------------------- F2 == 1: chained in registers
-
-// Where conv2's (W2) and conv3's (W3) weights are read: shared memory, or constant memory (CW).
-template <class C>
-__device__ __forceinline__ const float* w2_of(const float* sm) {
-    if constexpr (C::CW_ != 0) return reinterpret_cast<const float*>(c_w23);
-    else return sm + C::O_W2;
-}
-template <class C>
-__device__ __forceinline__ const float* w3_of(const float* sm) {
-    if constexpr (C::CW_ != 0) return reinterpret_cast<const float*>(c_w23) + 64 * 32;
-    else return sm + C::O_W3;
-}
 
 // Y0 row segment [x0, x0 + P + 8) into registers (x0 is a multiple of P: aligned vector loads).
 template <int P>
@@ -124,14 +101,14 @@ __device__ __forceinline__ void ffma_conv2_acc(float (&acc2)[P][32], const float
     }
 }
 
-// ReLU(conv2) of P positions -> their 25 Z taps, position p at zb[d * PZ + CS * p] (if ``store``).
+// ReLU(conv2) of P positions -> their 25 Z taps, position p at zb[d * PZ + CS * p].
 template <class C, int P, int CS>
-__device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W3s, float* zb, bool store = true) {
+__device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W3s, float* zb) {
 #pragma unroll
     for (int p = 0; p < P; ++p)
 #pragma unroll
         for (int o = 0; o < 32; ++o) acc2[p][o] = fmaxf(acc2[p][o], 0.0f);
-#pragma unroll (C::CW_ == 2 ? 25 : 1)
+#pragma unroll 1
     for (int d = 0; d < 25; ++d) {
         float z[P];
 #pragma unroll
@@ -148,7 +125,6 @@ __device__ __forceinline__ void ffma_relu_z(float (&acc2)[P][32], const float* W
                 z[p] = fmaf(w.w, acc2[p][cq * 4 + 3], z[p]);
             }
         }
-        if (!store) continue;
         if constexpr (CS == 1 && P == 4)
             *reinterpret_cast<float4*>(zb + d * C::PZ) = make_float4(z[0], z[1], z[2], z[3]);
         else if constexpr (CS == 1 && P == 2)
@@ -165,8 +141,8 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
     const float* W1s = sm + C::O_W1;
     const float* b1s = sm + C::O_B1;
     const float* b2s = sm + C::O_B2;
-    const float* W2s = w2_of<C>(sm);
-    const float* W3s = w3_of<C>(sm);
+    const float* W2s = sm + C::O_W2;
+    const float* W3s = sm + C::O_W3;
     const float* Y0 = sm + C::O_Y0;
     const int n = (z1 - z0) * GPR;
     for (int g = threadIdx.x; g < n; g += NT) {
@@ -242,21 +218,15 @@ template <class C, int NT>
 __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int d0, int d1, float fscale) {
     const float* b1s = sm + C::O_B1;
     const float* b2s = sm + C::O_B2;
-    const float* W2s = w2_of<C>(sm);
-    const float* W3s = w3_of<C>(sm);
+    const float* W2s = sm + C::O_W2;
+    const float* W3s = sm + C::O_W3;
     const float* L = sm + C::O_LR;
-    const int nw = (z1 - z0 + 7) / 8 * 4;  // warps' worth of work
-    // CW: a warp-uniform loop (the warp index through a shuffle, rows past z1 computed on a clamped
-    // row and not stored), so the compiler keeps cc and the constant-memory addresses in uniform
-    // registers: ULDC + FFMA with uniform operands instead of per-thread loads
-    const int w0 = C::CW_ ? __shfl_sync(0xffffffffu, int(threadIdx.x >> 5), 0) : int(threadIdx.x >> 5);
-    for (int wi = w0; wi < nw; wi += NT / 32) {
-        const int q = wi & 3, lane = threadIdx.x & 31;
+    const int n = (z1 - z0 + 7) / 8 * 128;
+    for (int g = threadIdx.x; g < n; g += NT) {
+        const int q = (g >> 5) & 3, lane = g & 31;
         const int py = q >> 1, px = q & 1, grp = lane & 7;
-        const int rw = z0 + (wi >> 2) * 8 + 2 * (lane >> 3) + py;  // z0 is even
-        if (!C::CW_ && rw >= z1) continue;
-        const bool valid = rw < z1;
-        const int rr = valid ? rw : z1 - 1 - ((z1 - 1 - py) & 1);  // a row of the same parity
+        const int rr = z0 + (g >> 7) * 8 + 2 * (lane >> 3) + py;  // z0 is even
+        if (rr >= z1) continue;
         const int dy = py ? d1 : d0, dx = px ? d1 : d0;
         const float* yb = L + dx * C::PLR + ((rr >> 1) + dy) * C::LRCW + 4 * grp;
         const float* W1s = sm + C::O_W1P + (py * 2 + px) * 64 * 64;
@@ -267,7 +237,7 @@ __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int
 #pragma unroll
             for (int p = 0; p < 4; ++p) acc2[p][o] = b;
         }
-#pragma unroll (C::CW_ == 2 ? 8 : 1)
+#pragma unroll 1
         for (int cc = 0; cc < 64; cc += 8) {
             float acc1[4][8];
 #pragma unroll
@@ -299,7 +269,7 @@ __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int
                 ffma_conv2_acc<4>(acc2, a1, W2s + (cc + c) * 32);
             }
         }
-        ffma_relu_z<C, 4, 2>(acc2, W3s, Z + (rr % C::CZ) * C::RW_ + px + 8 * grp, valid);
+        ffma_relu_z<C, 4, 2>(acc2, W3s, Z + (rr % C::CZ) * C::RW_ + px + 8 * grp);
     }
 }
 
@@ -432,11 +402,11 @@ __device__ void ffma_z_from_a2(const float* sm, const float* A2, float* Z, int z
 // ---------------------------------------------------------------- the kernel
 
 // fold, fscale: as fused_tc.cu (fscale = 1 / max_value here: the phase filters are not scaled).
-template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD, int CW>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* __restrict__ weights,
                                                     const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef FfmaCfg<F2, TH, RW, R, NT, P, FOLD, CW> C;
+    typedef FfmaCfg<F2, TH, RW, R, NT, P, FOLD> C;
     extern __shared__ __align__(16) float sm[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -511,9 +481,9 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
 
 // Layout constants for the host: {shared bytes, tile rows, tile cols, Y0 rows, Y0 cols, first-pass
 // buffer capacity in floats, threads, packed weight floats}.
-template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD, int CW>
+template <int F2, int TH, int RW, int R, int NT, int P, bool FOLD>
 __global__ void fused_fp32_layout(int* out) {
-    typedef FfmaCfg<F2, TH, RW, R, NT, P, FOLD, CW> C;
+    typedef FfmaCfg<F2, TH, RW, R, NT, P, FOLD> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1;
 }
