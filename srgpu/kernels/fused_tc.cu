@@ -165,8 +165,9 @@ __device__ __forceinline__ void tc_conv1_load(const u32* smw, const int (&b0)[MB
     }
 }
 
-// acc[m][0..2*NP) += A (hi, lo) x B (NP uint4 of two n-tiles each), split products in three passes.
-template <class C, int MB, int NP, int NTILE>
+// acc[m][0..2*NP) += A (hi, lo) x B (NP uint4 of two n-tiles each), split products in three passes
+// (two with A_EXACT: A is exact in fp16, al is not read), so no MMA waits on the one before it.
+template <class C, int MB, int NP, int NTILE, bool A_EXACT = false>
 __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
                                               const uint4 (&bh)[NP], const uint4 (&bl)[NP]) {
 #pragma unroll
@@ -184,6 +185,8 @@ __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const 
                 mma16816(acc[m][2 * jp], ah[m], bl[jp].x, bl[jp].y);
                 mma16816(acc[m][2 * jp + 1], ah[m], bl[jp].z, bl[jp].w);
             }
+    }
+    if (C::SPLIT_ && !A_EXACT) {
 #pragma unroll
         for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
@@ -335,28 +338,6 @@ __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (
 
 // ---------------------------------------------------------------- FOLD: conv1 from the LR samples
 
-// acc (MB x 8 n-tiles) += A (exact) x B (hi [, lo]): two passes with SPLIT, so no MMA waits on the one before it.
-template <class C, int MB>
-__device__ __forceinline__ void tc_mma_exact_a(float (&acc)[MB][8][4], const u32 (&a)[MB][4], const uint4 (&bh)[4],
-                                               const uint4 (&bl)[4]) {
-#pragma unroll
-    for (int jp = 0; jp < 4; ++jp)
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-            mma16816(acc[m][2 * jp], a[m], bh[jp].x, bh[jp].y);
-            mma16816(acc[m][2 * jp + 1], a[m], bh[jp].z, bh[jp].w);
-        }
-    if (C::SPLIT_) {
-#pragma unroll
-        for (int jp = 0; jp < 4; ++jp)
-#pragma unroll
-            for (int m = 0; m < MB; ++m) {
-                mma16816(acc[m][2 * jp], a[m], bl[jp].x, bl[jp].y);
-                mma16816(acc[m][2 * jp + 1], a[m], bl[jp].z, bl[jp].w);
-            }
-    }
-}
-
 // K-step s (LR tap rows 2s, 2s + 1) of the folded conv1: b0 is this lane's word in the LR planes
 // (copy, row and pair of its position r0, plus cq); Wp the phase's fragments.
 template <class C, int MB>
@@ -416,7 +397,7 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
                 if (s + 1 < 4) tc_fold_load<C, MB>(L, b0, Wp, s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
-                tc_mma_exact_a<C, MB>(acc, a[s & 1], bh[s & 1], bl[s & 1]);
+                tc_mma_passes<C, MB, 4, 8, true>(acc, a[s & 1], a[s & 1], bh[s & 1], bl[s & 1]);
             }
         }
 #pragma unroll
