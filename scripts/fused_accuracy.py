@@ -48,6 +48,14 @@ def main() -> int:
     args = ap.parse_args()
     import cupy as cp
 
+    from srgpu.engine.base import EngineError
+    from srgpu.engine.gpu import require_gpu
+
+    try:
+        require_gpu(0)
+    except EngineError as e:
+        print(f"fused_accuracy: {e}", file=sys.stderr)
+        return 1
     planes = frames(args.set5)
     if len(planes) < 2:
         print(f"error: no images in {args.set5}", file=sys.stderr)
