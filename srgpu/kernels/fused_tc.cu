@@ -225,6 +225,17 @@ __device__ __forceinline__ void tc_bias_init(const float* bias, float (&acc)[MB]
     }
 }
 
+// Accumulators (MB blocks x NTILE n-tiles) = 0.
+template <int MB, int NTILE>
+__device__ __forceinline__ void tc_zero(float (&acc)[MB][NTILE][4]) {
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int j = 0; j < NTILE; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+}
+
 // ReLU'd accumulators of n-tiles (2k, 2k+1) -> the A fragment (hi, lo) of K-step k.
 template <class C, int MB, int NT_>
 __device__ __forceinline__ void tc_to_a(const float (&acc)[MB][NT_][4], int k, u32 (&ah)[MB][4], u32 (&al)[MB][4]) {
@@ -256,12 +267,7 @@ __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc
                                      const int (&xb)[MB], const bool (&ok)[MB], int lane) {
     const uint4* W3 = reinterpret_cast<const uint4*>(smw + C::O_W3F) + lane;
     float acc3[MB][4][4];
-#pragma unroll
-    for (int m = 0; m < MB; ++m)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc3[m][j][e] = 0.0f;
+    tc_zero<MB, 4>(acc3);
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
         u32 ah[MB][4], al[MB][4];
@@ -384,12 +390,7 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
         }
         const uint4* Wp = reinterpret_cast<const uint4*>(smw + C::O_W1P + (py * 2 + px) * C::NSPL * C::W1P) + lane;
         float acc[MB][8][4];
-#pragma unroll
-        for (int m = 0; m < MB; ++m)
-#pragma unroll
-            for (int j = 0; j < 8; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[m][j][e] = 0.0f;
+        tc_zero<MB, 8>(acc);
         {
             u32 a[2][MB][4];
             uint4 bh[2][4], bl[2][4];
