@@ -85,6 +85,17 @@ __device__ __forceinline__ void ffma_load_row(const float* src, float (&y)[P + 8
     }
 }
 
+// acc2[p][o] = b2[o]: conv2's accumulators of P positions start at its bias.
+template <int P>
+__device__ __forceinline__ void ffma_conv2_init(float (&acc2)[P][32], const float* b2s) {
+#pragma unroll
+    for (int o = 0; o < 32; ++o) {
+        const float b = b2s[o];
+#pragma unroll
+        for (int p = 0; p < P; ++p) acc2[p][o] = b;
+    }
+}
+
 // acc2[p][o] += W2[c][o] * a1[p] for one conv1 channel c (w2 = its 32 weights): 32 P FMAs.
 template <int P>
 __device__ __forceinline__ void ffma_conv2_acc(float (&acc2)[P][32], const float (&a1)[P], const float* w2) {
@@ -149,12 +160,7 @@ __device__ void ffma_chain_z(const float* sm, float* Z, int z0, int z1) {
         const int rr = z0 + g / GPR, x0 = (g % GPR) * P;
         const float* yb = Y0 + rr * C::Y0W + x0;
         float acc2[P][32];
-#pragma unroll
-        for (int o = 0; o < 32; ++o) {
-            const float b = b2s[o];
-#pragma unroll
-            for (int p = 0; p < P; ++p) acc2[p][o] = b;
-        }
+        ffma_conv2_init<P>(acc2, b2s);
 #pragma unroll 1
         for (int cc = 0; cc < 64; cc += 8) {
             float acc1[P][8];
@@ -231,12 +237,7 @@ __device__ void ffma_chain_z_fold(const float* sm, float* Z, int z0, int z1, int
         const float* yb = L + dx * C::PLR + ((rr >> 1) + dy) * C::LRCW + 4 * grp;
         const float* W1s = sm + C::O_W1P + (py * 2 + px) * 64 * 64;
         float acc2[4][32];
-#pragma unroll
-        for (int o = 0; o < 32; ++o) {
-            const float b = b2s[o];
-#pragma unroll
-            for (int p = 0; p < 4; ++p) acc2[p][o] = b;
-        }
+        ffma_conv2_init<4>(acc2, b2s);
 #pragma unroll 1
         for (int cc = 0; cc < 64; cc += 8) {
             float acc1[4][8];
