@@ -126,15 +126,15 @@ def regular_range(in_len: int, out_len: int, scale: int, k: int = 9) -> tuple[in
     offsets = [int(ref.starts[mid + p] - (mid + p) // scale) for p in range(scale)]
     fold = axis_fold(in_len, out_len, k)
     taps = ref.taps
-    ok = np.zeros(out_len, dtype=bool)
-    for y in range(out_len):
-        w = fold.weights[y]
-        if w.shape[1] < taps:
-            w = np.pad(w, ((0, 0), (0, taps - w.shape[1])))
-        elif w.shape[1] > taps and np.any(w[:, taps:] != 0):
-            continue
-        ok[y] = (fold.starts[y] == y // scale + offsets[y % scale]
-                 and np.allclose(w[:, :taps], phase_w[y % scale], rtol=0, atol=1e-12))
+    w = fold.weights
+    if w.shape[2] < taps:
+        w = np.pad(w, ((0, 0), (0, 0), (0, taps - w.shape[2])))
+    # all outputs at once (this runs for every new frame size, before its first frame)
+    ys = np.arange(out_len)
+    phase = ys % scale
+    ok = ((fold.starts == ys // scale + np.asarray(offsets)[phase])
+          & np.all(np.abs(w[:, :, :taps] - np.stack(phase_w)[phase]) <= 1e-12, axis=(1, 2))
+          & np.all(w[:, :, taps:] == 0, axis=(1, 2)))
     if not ok.any():
         return (0, 0)
     # the longest run of regular outputs (the interior: one run)
