@@ -23,8 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .engine.base import Engine
-from .video.api import EncodeOptions, VideoError, decoding_for, plan_video, upscale_video
-from .video.reader import Frame, Reader
+from .video.api import EncodeOptions, VideoError, decoding_for, open_reader, plan_video, upscale_video
+from .video.reader import Frame
 from .video.writer import Writer
 
 SAMPLE_FRAMES = 8  # decoded frames kept for the GPU stages
@@ -149,7 +149,7 @@ def _output_suffix(codec: str) -> str:
 
 
 def _decode_stage(job: Any, max_frames: int | None) -> tuple[StageResult, list[Frame], tuple[Any, list[Frame]]]:
-    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    reader = open_reader(job)
     samples: list[Frame] = []
     count = 0
     t0 = time.perf_counter()

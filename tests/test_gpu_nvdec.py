@@ -1,6 +1,7 @@
 """NVDEC decoding (ffmpeg's *_cuvid decoders) on the GPU machine: a video decoded on NVDEC is
-upscaled to exactly the file the software decoder gives, frames and timestamps, and "auto" uses
-NVDEC on a GPU engine. Skipped, saying why, where this ffmpeg or this machine has no NVDEC."""
+upscaled to exactly the file the software decoder gives, frames and timestamps, and "auto" lets
+NVDEC take over from the software decoder on a GPU engine. Skipped, saying why, where this ffmpeg
+or this machine has no NVDEC."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from srgpu.video import hwdecode
-from srgpu.video.api import EncodeOptions, upscale_video
+from srgpu.video.api import EncodeOptions, decoding_for, plan_video, upscale_video
 from srgpu.video.ffmpeg import ffmpeg_exe, video_codecs
 
+from test_handover import handover, read_all, software_frames
 from test_video import make_clip
 
 pytestmark = pytest.mark.gpu
@@ -57,8 +59,22 @@ def test_nvdec_output_is_bit_identical_to_software(random_gpu_engine, tmp_path: 
     assert len(a) == 40 and a == b
 
 
-def test_hwdec_auto_decodes_on_nvdec_with_a_gpu_engine(random_gpu_engine, tmp_path: Path) -> None:
+def test_nvdec_takes_over_from_the_software_decoder(tmp_path: Path) -> None:
+    """"auto": the software decoder gives the first frames while NVDEC starts; NVDEC takes over
+    once it has caught up and agreed, and every frame is still the software decoder's."""
+    src = make_clip(tmp_path / "src.mp4", size="640x360", frames=240, codec="libx264", out_args=("-crf", "20", "-bf", "3"))
+    need_nvdec(src, "h264", "yuv420p")
+    reader = handover(src, "h264_cuvid", ("-gpu:0", "0"))
+    got = read_all(reader, pace=0.01)  # an encoder's pace: NVDEC, about 0.6 s late, catches up
+    assert got == software_frames(src)
+    assert reader.note is None
+    assert reader.handover_at is not None and reader.handover_at < 240
+
+
+def test_hwdec_auto_plans_a_takeover_with_a_gpu_engine(random_gpu_engine, tmp_path: Path) -> None:
     src = make_clip(tmp_path / "src.mp4", size="320x240", frames=12, codec="libx264", out_args=("-crf", "20"))
     need_nvdec(src, "h264", "yuv420p")
+    job = plan_video(src, tmp_path / "out.mp4", 2, **decoding_for(random_gpu_engine, "auto"))
+    assert job.takeover is not None and job.takeover[0] == "h264_cuvid" and job.decoder == "software"
     result = upscale_video(src, tmp_path / "out.mp4", random_gpu_engine, 2, EncodeOptions(crf=18), hwdec="auto")
-    assert result.decoder == "h264_cuvid" and result.frames == 12
+    assert result.frames == 12 and result.decoder.startswith("software")

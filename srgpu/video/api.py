@@ -22,6 +22,7 @@ from . import containers, ffmpeg
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
+from .handover import HandoverReader
 from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, container_duration, probe
@@ -29,7 +30,7 @@ from .reader import Reader
 from .writer import EncodePlan, OutputStream, Writer
 
 __all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "decoding_for",
-           "is_video_file", "output_extension", "plan_video", "upscale_video"]
+           "is_video_file", "open_reader", "output_extension", "plan_video", "upscale_video"]
 
 VIDEO_EXTENSIONS = frozenset({
     ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".f4v", ".wmv", ".asf", ".mpg", ".mpeg",
@@ -80,7 +81,8 @@ class VideoResult:
     codec: str
     pix_fmt: str
     notes: tuple[str, ...] = ()
-    decoder: str = "software"  # what decoded the source: "software" or an NVDEC decoder (h264_cuvid)
+    decoder: str = "software"  # what decoded the source: "software", an NVDEC decoder (h264_cuvid), or
+    # "software, then h264_cuvid from frame N" where NVDEC took over (hwdec "auto")
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,26 @@ class VideoJob:
     total_frames: int | None
     notes: tuple[str, ...]
     decoder: str = "software"  # "software", or the NVDEC decoder that decodes the source
+    takeover: tuple[str, tuple[str, ...]] | None = None  # an NVDEC decoder (and options) that may take
+    # over from the software decoder once it has given the same frames (srgpu.video.handover)
+
+
+def open_reader(job: VideoJob) -> Reader | HandoverReader:
+    """The job's decoder: a Reader, or, where NVDEC may take over, a HandoverReader of the software
+    decoder and NVDEC."""
+    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    if job.takeover is None:
+        return reader
+    decoder, options = job.takeover
+    args = {**job.reader_args, "decoder": decoder, "decoder_options": options}
+    return HandoverReader(reader, Reader(job.src, job.stream.index, job.layout, **args), second_name=decoder)
+
+
+def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:
+    """What decoded the video, for VideoResult.decoder."""
+    if isinstance(reader, HandoverReader) and reader.handover_at is not None:
+        return f"software, then {reader.second_name} from frame {reader.handover_at}"
+    return job.decoder
 
 
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
@@ -112,14 +134,14 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     or any failing stage; KeyboardInterrupt passes through after cleaning up. ``video_stream``:
     which video stream to upscale (0-based among the video streams, cover art excluded); by
     default the first one marked default, else the first. ``hwdec``: decode the source on NVDEC
-    ("nvdec"), never ("no"), or "auto": on a GPU engine, where NVDEC decodes the stream exactly
-    as the software decoder does (srgpu.video.hwdecode)."""
+    ("nvdec"), never ("no"), or "auto": with a GPU engine, the software decoder starts and NVDEC
+    takes over once it has given the same frames (srgpu.video.handover)."""
     engine_scale = getattr(engine, "scale", scale)
     if engine_scale != scale:
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
                      **decoding_for(engine, hwdec))
-    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    reader = open_reader(job)
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
     done = False
@@ -137,6 +159,8 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         if not done:
             job.plan.tmp.unlink(missing_ok=True)
     notes = job.notes
+    if isinstance(reader, HandoverReader) and reader.note:
+        notes += (reader.note,)
     if reader.repaired:
         notes += (f"{reader.repaired} frame(s) whose source timestamp went backwards (a broken file) "
                   "were placed one tick after the previous frame",)
@@ -144,7 +168,7 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
                        output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,
-                       decoder=job.decoder)
+                       decoder=decoded_by(job, reader))
 
 
 def decoding_for(engine: Engine, hwdec: str) -> dict:
@@ -271,7 +295,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes),
-                    decoder=decoding.decoder if decoding.nvdec else "software")
+                    decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover)
 
 
 def _check_complete(job: VideoJob, reader: Reader) -> None:

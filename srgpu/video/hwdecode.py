@@ -1,17 +1,19 @@
-"""Decoding the source on the GPU's NVDEC engines (opt-in: ``--hwdec``), only where it gives
-exactly the software decoder's frames.
+"""Decoding the source on the GPU's NVDEC engines (``--hwdec``), only where it gives exactly the
+software decoder's frames.
 
 On the H100 machine, decoding the 1080p H.264 bench clip costs ffmpeg's software decoder 11 ms of
 CPU per frame, and h264_cuvid 3.3 ms: CPU the encoder can use. ffmpeg's ``*_cuvid`` decoders
 decode on NVDEC and hand the frames back in host memory, in the same pipe format, so the rest of
-the pipeline is unchanged. But NVDEC is not the default: it takes ffmpeg about 0.6 s longer to
-start (a CUDA context), and the check below about as long again, which a short clip never earns
-back (BENCHMARKS.md).
+the pipeline is unchanged. But they take ffmpeg about 0.6 s longer to start (a CUDA context),
+which a short clip never earns back (BENCHMARKS.md). So "auto" starts both: the software decoder
+gives the first frames and NVDEC takes over once it has caught up and given frames identical to
+the software decoder's (srgpu.video.handover). "nvdec" insists: it checks the first frames
+decoded both ways before anything else runs, and fails if they differ.
 
 These codecs are specified bit-exactly, but a hardware decoder can still differ in practice
 (cropping, a profile or bit depth NVDEC lacks, a driver without libnvcuvid), so a source goes to
-NVDEC only after its first frames, decoded both ways, came out identical in every sample and
-timestamp; otherwise the software decoder, which is always right, decodes it. The per-frame
+NVDEC only after frames decoded both ways came out identical in every sample and timestamp;
+otherwise the software decoder, which is always right, decodes it. The per-frame
 duration is not compared: NVDEC derives it from the frame rate (41.67 ms -> 42 at 24 fps in a
 millisecond time base) where the software decoder takes the container's (41), a tick that can
 change only the last frame's duration in the output. One more difference: the software decoder
@@ -21,6 +23,7 @@ on; only a stream that ends early is still caught (the output's duration is chec
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,27 +43,37 @@ TRIAL_FRAMES = 12  # enough for a few groups of B-frames; decoding is determinis
 @dataclass(frozen=True)
 class DecoderChoice:
     """How the reader decodes: ``decoder`` for ffmpeg's -c:v (None: ffmpeg's own choice, in
-    software) with ``options`` before -i; ``nvdec`` says which kind it is; ``note`` is for the user."""
+    software) with ``options`` before -i; ``nvdec`` says which kind it is; ``note`` is for the user.
+    ``takeover``: an NVDEC decoder and its options that may take over from ``decoder`` once it has
+    proved exact (srgpu.video.handover)."""
 
     decoder: str | None = None
     options: tuple[str, ...] = ()
     nvdec: bool = False
     note: str | None = None
+    takeover: tuple[str, tuple[str, ...]] | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def nvcuvid_loadable() -> bool:
+    """Whether the driver's NVDEC library, which every *_cuvid decoder loads, can be loaded here."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvcuvid.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def nvdec_status() -> str:
     """One line for ``srgpu info``: which NVDEC decoders this ffmpeg has and whether the driver's
     libnvcuvid, which they load, can be loaded here."""
-    import ctypes
-
     have = [d for d in CUVID_DECODERS.values() if d in ffmpeg.video_codecs("decoders")]
     if not have:
         return "this ffmpeg has no NVDEC decoders (imageio-ffmpeg 0.8 or later has them)"
-    try:
-        ctypes.CDLL("libnvcuvid.so.1")
-        lib = "libnvcuvid found"
-    except OSError:
-        lib = "libnvcuvid not found (no NVIDIA driver, or one without video decoding)"
+    lib = ("libnvcuvid found" if nvcuvid_loadable()
+           else "libnvcuvid not found (no NVIDIA driver, or one without video decoding)")
     return f"{' '.join(sorted(have))}; {lib}"
 
 
@@ -119,9 +132,10 @@ def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, g
                    pipe_pix_fmt: str, vf_extra: str | None,
                    software: str | None = None) -> DecoderChoice:
     """The decoder for stream ``stream_index`` of ``src``. ``mode``: "no" (software), "nvdec"
-    (NVDEC or a VideoError saying why not) or "auto" (NVDEC where it decodes the first frames
-    exactly as software does). ``software``: a software decoder the stream needs (e.g. libvpx
-    for VP8/VP9 with alpha, which NVDEC would drop); ``gpu``: the CUDA device for NVDEC."""
+    (NVDEC, checked on the first frames now, or a VideoError saying why not) or "auto" (software,
+    with NVDEC to take over where it can run: ``takeover``, checked while the video decodes).
+    ``software``: a software decoder the stream needs (e.g. libvpx for VP8/VP9 with alpha, which
+    NVDEC would drop); ``gpu``: the CUDA device for NVDEC."""
     if mode not in HWDEC_MODES:
         raise VideoError(f"unknown hwdec mode {mode!r}: use {', '.join(HWDEC_MODES)}")
     plain = DecoderChoice(software)
@@ -142,11 +156,11 @@ def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, g
     if cuvid not in ffmpeg.video_codecs("decoders"):
         return refuse(f"this ffmpeg has no {cuvid} decoder (imageio-ffmpeg 0.8 or later has it)")
     options = (f"-gpu:{stream_index}", str(gpu))
+    if not strict:
+        return DecoderChoice(software, takeover=(cuvid, options)) if nvcuvid_loadable() else plain
     same, why = decodes_like_software(src, stream_index, pipe_pix_fmt, vf_extra, cuvid, options)
-    if same is None:
-        return refuse(why) if why else plain  # no why: the source is at fault, and the reader says so
+    if same is None and not why:
+        return plain  # the source is at fault, and the reader says so
     if not same:
-        if strict:
-            raise VideoError(f"{src}: cannot decode on NVDEC: {why}")
-        return DecoderChoice(software, note=f"{why} (first {TRIAL_FRAMES} frames compared): decoded on the CPU")
+        raise VideoError(f"{src}: cannot decode on NVDEC: {why}")
     return DecoderChoice(cuvid, options, nvdec=True)
