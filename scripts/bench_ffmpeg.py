@@ -10,7 +10,8 @@ per second of each and the ratio. The default source is the Big Buck Bunny clip 
                                     [--hwdec no auto] [--json]
 
 The plain ffmpeg command always decodes in software, as a user would type it; srgpu decodes as
---hwdec says (auto: on NVDEC where it gives the software decoder's exact frames).
+--hwdec says (default auto, as the CLI: NVDEC takes over from the software decoder once it has
+given the same frames; see srgpu.video.handover).
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--precision", default="auto", choices=["fp32", "fp16", "auto"])
     ap.add_argument("--repeats", type=int, default=1, help="alternating rounds per preset (medians reported)")
-    ap.add_argument("--hwdec", nargs="+", default=["no"], choices=["no", "auto", "nvdec"],
+    ap.add_argument("--hwdec", nargs="+", default=["auto"], choices=["no", "auto", "nvdec"],
                     help="srgpu's decoding, one row each (e.g. --hwdec no auto: the CPU decoder beside NVDEC)")
     ap.add_argument("--skip-nvdec-check", action="store_true",
-                    help="measure NVDEC decoding alone: take its frames as exact without the first-frames check")
+                    help="with --hwdec nvdec: take NVDEC's frames as exact without the first-frames check")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.skip_nvdec_check:

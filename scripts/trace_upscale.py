@@ -4,7 +4,7 @@ of the plan, the engine's buffer allocation, the decoder's start and first frame
 start, the first and last frame written, the encoder's finish and the completeness check, for a
 few runs in one process, each after plain ffmpeg's bicubic scaling of the same clip.
 
-    python3 scripts/trace_upscale.py [--source SRC] [--preset ultrafast] [--runs 3] [--hwdec no ...]
+    python3 scripts/trace_upscale.py [--source SRC] [--preset ultrafast] [--runs 3] [--hwdec auto no ...]
 
 The default source is bench_ffmpeg.py's (the Big Buck Bunny clip at 1080p, x264 crf 18).
 """
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--preset", default="ultrafast")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--hwdec", nargs="+", default=["no"], choices=["no", "auto", "nvdec"],
+    ap.add_argument("--hwdec", nargs="+", default=["auto"], choices=["no", "auto", "nvdec"],
                     help="one series of runs each")
     args = ap.parse_args()
 

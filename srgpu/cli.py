@@ -67,9 +67,9 @@ def _info(message: str, quiet: bool) -> None:
 
 PRECISION_HELP = ("GPU arithmetic: fp32, fp16 (tensor cores where they meet the accuracy bar: 8-bit output "
                   "within one level of fp32), or auto (the fastest plan that meets it). The CPU is always fp32.")
-HWDEC_HELP = ("Decode videos on the GPU's NVDEC: no (default: the CPU decodes), auto (with a GPU engine, where "
-              "NVDEC gives exactly the software decoder's frames, checked on the first frames: it frees CPU for the "
-              "encoder but starts about a second later) or nvdec (insist, or fail saying why).")
+HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engine, the CPU decodes the first "
+              "frames while NVDEC starts, and NVDEC takes over once it has given exactly the same frames, freeing "
+              "CPU for the encoder), no (the CPU decodes) or nvdec (insist from the first frame, or fail saying why).")
 
 
 def _check_precision(precision: str) -> str:
@@ -190,7 +190,7 @@ def upscale(
     video_stream: Optional[int] = typer.Option(None, "--video-stream", metavar="N", min=0,
                                                help="Which video stream to upscale, counting from 0 (default: the "
                                                     "default stream, else the first); the others are copied."),
-    hwdec: str = typer.Option("no", "--hwdec", metavar="no|auto|nvdec", help=HWDEC_HELP),
+    hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help=HWDEC_HELP),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
@@ -440,7 +440,7 @@ def bench_command(
     codec: str = typer.Option("libx264", "--codec", help="Pipeline bench: video encoder."),
     crf: Optional[int] = typer.Option(None, "--crf", help="Pipeline bench: encoder CRF."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
-    hwdec: str = typer.Option("no", "--hwdec", metavar="no|auto|nvdec", help="Pipeline bench: " + HWDEC_HELP),
+    hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help="Pipeline bench: " + HWDEC_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
