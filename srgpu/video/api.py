@@ -288,8 +288,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None)
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu, pipe_pix_fmt, vf_extra,
                               software=decoder)
-    if decoding.note:
-        notes.append(decoding.note)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
                    "size": (stream.width, stream.height), "decoder_options": decoding.options}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),

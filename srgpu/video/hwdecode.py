@@ -43,14 +43,13 @@ TRIAL_FRAMES = 12  # enough for a few groups of B-frames; decoding is determinis
 @dataclass(frozen=True)
 class DecoderChoice:
     """How the reader decodes: ``decoder`` for ffmpeg's -c:v (None: ffmpeg's own choice, in
-    software) with ``options`` before -i; ``nvdec`` says which kind it is; ``note`` is for the user.
+    software) with ``options`` before -i; ``nvdec`` says which kind it is.
     ``takeover``: an NVDEC decoder and its options that may take over from ``decoder`` once it has
     proved exact (srgpu.video.handover)."""
 
     decoder: str | None = None
     options: tuple[str, ...] = ()
     nvdec: bool = False
-    note: str | None = None
     takeover: tuple[str, tuple[str, ...]] | None = None
 
 
