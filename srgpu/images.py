@@ -457,6 +457,8 @@ def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSet
         return Outcome(job, "failed", _naming(job.src, str(e)))
     w, h = result.output_size
     detail = f"{result.frames} frames, {w}x{h}, {result.codec} {result.pix_fmt}, {result.fps:.1f} fps"
+    if result.decoder != "software":  # NVDEC decoded some or all of it
+        detail += f", decoded by {result.decoder}"
     return Outcome(job, "done", detail, notes=tuple(result.notes))
 
 

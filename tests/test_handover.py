@@ -151,3 +151,17 @@ def test_auto_offers_nvdec_to_take_over_without_a_trial(clip: Path, monkeypatch:
     monkeypatch.setattr(hwdecode.ffmpeg, "run", lambda *a, **k: pytest.fail("no trial should run"))
     choice = hwdecode.choose_decoder(clip, 0, "h264", "auto", 1, "yuv420p", None)
     assert choice == hwdecode.DecoderChoice(takeover=("h264_cuvid", ("-gpu:0", "1")))
+
+
+def test_the_cli_says_when_nvdec_decoded(clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The done line names the decoders when one took over (the CPU SRCNN sets a slow enough pace)."""
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    monkeypatch.setattr(api, "choose_decoder", lambda *a, **k: hwdecode.DecoderChoice(takeover=("h264", ())))
+    result = CliRunner().invoke(app, ["upscale", str(clip), "-o", str(tmp_path / "out.mkv"), "--device", "cpu",
+                                      "--codec", "ffv1"])
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"{FRAMES} frames, 192x128, ffv1 .*, decoded by software, then h264 from frame \d+", result.output), \
+        result.output
