@@ -68,7 +68,7 @@ def children_gone(reader: HandoverReader) -> bool:
 
 def test_an_identical_decoder_takes_over_and_the_frames_stay_the_same(clip: Path) -> None:
     reader = handover(clip, "h264")
-    got = read_all(reader, pace=0.004)
+    got = read_all(reader, pace=0.01)
     assert got == software_frames(clip)
     assert len(got) == reader.frames_read == FRAMES
     assert reader.note is None
@@ -83,7 +83,7 @@ def test_an_identical_decoder_takes_over_and_the_frames_stay_the_same(clip: Path
 ])
 def test_a_decoder_that_differs_or_fails_never_takes_over(clip: Path, options: tuple[str, ...], note: str) -> None:
     reader = handover(clip, "h264", options)
-    got = read_all(reader, pace=0.004)
+    got = read_all(reader, pace=0.01)
     assert got == software_frames(clip)
     assert reader.handover_at is None
     assert re.fullmatch(note, reader.note or ""), reader.note
@@ -102,7 +102,7 @@ class SlowBicubic(BicubicEngine):
     """Bicubic at an encoder's pace, so that the second decoder catches up."""
 
     def upscale_frame(self, planes, specs, max_value):  # type: ignore[no-untyped-def]
-        time.sleep(0.004)
+        time.sleep(0.01)
         return super().upscale_frame(planes, specs, max_value)
 
 
