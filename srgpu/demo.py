@@ -3,10 +3,11 @@ ready to be upscaled with the default model. No third-party media is needed or s
 
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import outputs
 
 
 class DemoError(RuntimeError):
@@ -46,13 +47,13 @@ def render_clip(dst: Path, spec: ClipSpec = ClipSpec()) -> Path:
     dst = Path(dst)
     if not dst.parent.is_dir():
         raise DemoError(f"{dst.parent}: output directory does not exist")
-    tmp = dst.with_name(f".{dst.stem}.part{dst.suffix}")
+    tmp = outputs.temp_path(dst)
     try:
         proc = subprocess.run(render_command(tmp, spec), capture_output=True, text=True)
         if proc.returncode != 0 or not tmp.is_file():
             tail = " | ".join(proc.stderr.strip().splitlines()[-3:]) or f"exit status {proc.returncode}"
             raise DemoError(f"ffmpeg could not render the test clip: {tail}")
-        os.replace(tmp, dst)
+        outputs.publish(tmp, dst, replace=True)  # the demo folder is its own
     finally:
         tmp.unlink(missing_ok=True)
     return dst

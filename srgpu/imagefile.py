@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import cv2
 import numpy as np
+
+from . import outputs
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
 
@@ -54,20 +55,20 @@ def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> b
     return buf.tobytes()
 
 
-def write_image_atomic(path: str | Path, image: np.ndarray) -> None:
-    """Encode, write under a temporary name in the target directory, then rename into place:
-    an interrupted run never leaves a truncated file under the final name."""
+def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True) -> None:
+    """Encode, write under srgpu's temporary name in the target directory, then publish it
+    (srgpu.outputs): an interrupted run never leaves a truncated file under the final name, and
+    without ``replace`` a file that appeared at ``path`` meanwhile is never replaced
+    (OutputExistsError)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
     data = encode_image(image, path.suffix)
-    # not mkstemp: its 0600 mode would stick to the final file; O_EXCL + 0666 honours the umask
-    tmp = str(path.parent / f".{path.stem}.{secrets.token_hex(4)}.part{path.suffix}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    tmp, fd = outputs.create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    outputs.publish(tmp, path, replace)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import zipfile
 from dataclasses import dataclass, field
 from importlib import resources
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from . import outputs
 
 FORMAT_NAME = "srgpu-srcnn"
 FORMAT_VERSION = 1
@@ -141,16 +142,14 @@ def save_npz(model: SRCNNModel, path: str | Path) -> None:
     meta.update(format=FORMAT_NAME, format_version=FORMAT_VERSION, arch=model.arch, scale=model.scale,
                 name=model.name, n1=model.n1, n2=model.n2)
     path = Path(path)
-    # a unique temporary name in the target folder (O_EXCL, mode 0666 under the umask), renamed when complete
-    tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    tmp, fd = outputs.create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez_compressed(f, metadata=np.array(json.dumps(meta, sort_keys=True)), **model.arrays(np.float32))
-        os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    outputs.publish(tmp, path, replace=True)  # training replaces its own checkpoints
 
 
 def load_npz(path: str | Path) -> SRCNNModel:

@@ -12,11 +12,11 @@ copied unchanged.
 from __future__ import annotations
 
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .. import outputs
 from ..engine.base import Engine, PlaneSpec
 from . import containers, ffmpeg
 from .errors import VideoError
@@ -153,7 +153,7 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         if reader.frames_read != stats.frames:
             raise VideoError(f"{job.src}: {reader.frames_read} frames decoded but {stats.frames} encoded")
         _check_complete(job, reader)
-        os.replace(job.plan.tmp, job.dst)
+        outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
         done = True
     finally:
         if not done:
@@ -279,7 +279,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         if decision.codec is not None:
             out_streams.append(OutputStream(s.index, False, decision.codec, decision.options))
 
-    tmp = dst.parent / f".{dst.stem}.{secrets.token_hex(4)}.part{dst.suffix}"
+    tmp = outputs.temp_path(dst)
     plan = EncodePlan(src=src, tmp=tmp, muxer=container.muxer, layout=layout, out_size=(out_w, out_h),
                       enc_size=(enc_w, enc_h), streams=tuple(out_streams), video_filters=tuple(filters),
                       rotation=stream.rotation, upscaled_default="default" in stream.dispositions,
