@@ -36,7 +36,7 @@ done
 for f in "$out"/*.mp4; do
   for rep in 1 2; do
     o="$out/$(basename $f .mp4).up$rep.mkv"
-    line=$(python3 -m srgpu upscale "$f" -o "$o" --overwrite --codec ffv1 -q 2>&1; echo "rc=$?")
+    line=$(python3 -m srgpu upscale "$f" -o "$o" --overwrite --codec ffv1 2>&1 | grep -E "wrote|error|note|device" | tr "\n" " ")
     pkts=$("$FF" -v error -i "$o" -map 0:v -c copy -f framecrc - 2>/dev/null | grep -vc '^#')
     src=$("$FF" -v error -i "$f" -map 0:v -c copy -f framecrc - | grep -vc '^#')
     echo "srgpu $(basename $f) run $rep: source $src frames, output $pkts frames; $line"
