@@ -17,6 +17,7 @@ clip b25_20 25 20 12800 yuv420p libx264 -profile:v high -bf 3 -x264-params b-pyr
 clip b30_14 30 14 15360 yuv420p libx264 -profile:v high -bf 2
 clip h8_30 30 30 15360 yuv420p libx265 -x265-params log-level=error:bframes=4
 clip h10_30 25 30 12800 yuv420p10le libx265 -x265-params log-level=error:bframes=4
+[ -n "${CLIPS:-}" ] && cp "$CLIPS"/*.mp4 "$out"/
 for f in "$out"/*.mp4; do
   pf=$("$FF" -hide_banner -i "$f" 2>&1 | grep -o 'yuvj420p\|yuv420p10le\|yuv420p' | head -1)
   [ "$pf" = yuv420p10le ] || true
@@ -29,14 +30,15 @@ for f in "$out"/*.mp4; do
     n=$(grep -c 'Parsed_showinfo.*n: *[0-9]' "$out/$(basename $f .mp4).$d.log")
     last=$(grep -o 'n: *[0-9]* *pts: *[0-9-]*' "$out/$(basename $f .mp4).$d.log" | tail -2 | tr -s ' ' | tr '\n' ';')
     echo "$(basename $f) $d frames=$n last: $last"
+    grep -o "n: *[0-9]* *pts: *[0-9-]* *pts_time:[0-9.]* *duration: *[0-9-]*" "$out/$(basename $f .mp4).$d.log" | tail -2 | sed "s/^/   /"
   done
   "$FF" -v error -i "$f" -map 0:v -c copy -f framecrc - | grep -v '^#' | tail -3 | sed 's/^/   pkt /'
 done
 # srgpu itself, CLI defaults (--hwdec auto): frames in the output file against the source's
 for f in "$out"/*.mp4; do
   for rep in 1 2; do
-    o="$out/$(basename $f .mp4).up$rep.mkv"
-    line=$(python3 -m srgpu upscale "$f" -o "$o" --overwrite --codec ffv1 2>&1 | grep -E "wrote|error|note|device" | tr "\n" " ")
+    o="$out/$(basename $f .mp4).up$rep.${EXT:-mkv}"
+    line=$(python3 -m srgpu upscale "$f" -o "$o" --overwrite ${SRGPU_ARGS:---codec ffv1} 2>&1 | grep -E "wrote|error|note|device" | tr "\n" " ")
     pkts=$("$FF" -v error -i "$o" -map 0:v -c copy -f framecrc - 2>/dev/null | grep -vc '^#')
     src=$("$FF" -v error -i "$f" -map 0:v -c copy -f framecrc - | grep -vc '^#')
     echo "srgpu $(basename $f) run $rep: source $src frames, output $pkts frames; $line"
