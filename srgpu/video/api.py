@@ -12,17 +12,17 @@ copied unchanged.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from .. import outputs
 from ..engine.base import Engine, PlaneSpec
-from . import containers, ffmpeg
+from . import containers, ffmpeg, verify
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
-from .handover import HandoverReader
+from .handover import HandoverReader, TakeoverMismatch
 from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, container_duration, probe
@@ -141,6 +141,43 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
                      **decoding_for(engine, hwdec))
+    outputs.remove_stale_temps(job.dst)  # what a killed srgpu left for this output
+    counted = _Counted(progress)
+    try:
+        return encode(job, engine, overwrite, counted)
+    except TakeoverMismatch as e:
+        # NVDEC lost or moved a frame after taking over: the software decoder does it all again
+        counted.rewind()
+        again = replace(job, takeover=None, plan=replace(job.plan, tmp=outputs.temp_path(dst)))
+        result = encode(again, engine, overwrite, counted)
+        return replace(result, notes=result.notes + (f"{e}; decoded again on the CPU",))
+
+
+class _Counted:
+    """The caller's progress callback, able to take back what it was told (a second decoding)."""
+
+    def __init__(self, progress: Callable[[int, int | None], None] | None) -> None:
+        self.progress = progress
+        self.frames = 0
+        self.total: int | None = None
+
+    def __call__(self, increment: int, total: int | None) -> None:
+        self.frames += increment
+        self.total = total
+        if self.progress is not None:
+            self.progress(increment, total)
+
+    def rewind(self) -> None:
+        if self.progress is not None and self.frames:
+            self.progress(-self.frames, self.total)
+        self.frames = 0
+
+
+def encode(job: VideoJob, engine: Engine, overwrite: bool = False,
+           progress: Callable[[int, int | None], None] | None = None) -> VideoResult:
+    """Run a planned job: decode, upscale, encode under the job's temporary name, check the frames
+    the file holds against the frames decoded (count and timestamps), then publish it under its
+    final name. Nothing is left under either name when it fails."""
     reader = open_reader(job)
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
@@ -153,6 +190,8 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
         if reader.frames_read != stats.frames:
             raise VideoError(f"{job.src}: {reader.frames_read} frames decoded but {stats.frames} encoded")
         _check_complete(job, reader)
+        frames = verify.check_frames(job.plan.tmp, job.plan.video_index, writer.sent_pts,
+                                     reader.time_base)  # type: ignore[arg-type]
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
         done = True
     finally:
@@ -164,7 +203,7 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     if reader.repaired:
         notes += (f"{reader.repaired} frame(s) whose source timestamp went backwards (a broken file) "
                   "were placed one tick after the previous frame",)
-    return VideoResult(output=job.dst, frames=stats.frames, seconds=stats.seconds,
+    return VideoResult(output=job.dst, frames=frames, seconds=stats.seconds,
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
                        output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from . import verify
 from .errors import VideoError
 from .hwdecode import TRIAL_FRAMES
 from .reader import Frame, Reader
@@ -28,6 +29,11 @@ from .reader import Frame, Reader
 AGREE_FRAMES = TRIAL_FRAMES  # a decoder that differs at all (cropping, range, depth) differs on every frame
 _QUEUE = 8  # frames the second decoder may run ahead of the first while they are compared
 _END = object()
+
+
+class TakeoverMismatch(VideoError):
+    """The decoder that took over did not give the frames the source holds after the handover:
+    the video must be decoded again by the first decoder alone."""
 
 
 class HandoverReader:
@@ -140,6 +146,8 @@ class HandoverReader:
             self.first.kill()
             first_frames.close()
             expect = frame.index + 1
+            last_first = frame.pts
+            given: list[int] = []
             while (item := self._take()) is not _END:
                 if isinstance(item, BaseException):
                     raise item
@@ -147,11 +155,30 @@ class HandoverReader:
                     raise VideoError(f"{self.src}: {self.second_name} gave frame {item.index} where frame "
                                      f"{expect} was due after the handover")
                 expect += 1
+                given.append(item.pts)
                 self._count(item)
                 yield item
+            if not self._stop.is_set():
+                self._check_tail(last_first, given)
         finally:
             if self.handover_at is None:
                 self._stop_second()
+
+    def _check_tail(self, last_first: int, given: list[int]) -> None:
+        """Nothing compares the second decoder's frames after the handover, and a decoder that ends
+        a frame early ends as quietly as one that is done: so its frames must be the frames the
+        source holds after the last one the first decoder gave, every timestamp (the source's
+        packets, read without decoding: one packet is one frame of the codecs NVDEC decodes)."""
+        tb = self.first.time_base
+        packets = verify.stream_packets(self.first.src, self.first.stream_index)
+        after = [t for t in packets.times() if t > last_first * tb]  # type: ignore[operator]
+        got = [p * tb for p in given]  # type: ignore[operator]
+        if got != after:
+            missing = sorted(set(after) - set(got))
+            what = (f"is missing the frame at {float(missing[0]):.3f} s" if missing and len(got) < len(after)
+                    else "does not time them as the source does")
+            raise TakeoverMismatch(f"{self.src}: after the handover {self.second_name} gave {len(got)} frames where "
+                                   f"the source holds {len(after)}: it {what}")
 
     # ------------------------------------------------------------ the second decoder
 

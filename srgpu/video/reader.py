@@ -73,6 +73,7 @@ class Reader(ffmpeg.Child):
                  decoder: str | None = None, vf_extra: str | None = None,
                  size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = ()) -> None:
         self.src = src
+        self.stream_index = stream_index
         self.size = size  # (width, height) the stream header promised; frames must match it
         self.layout = layout
         filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")

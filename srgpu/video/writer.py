@@ -48,6 +48,11 @@ class EncodePlan:
     extra_args: tuple[str, ...] = ()  # the user's, last, so that they can override srgpu's
     hdr: HdrMetadata | None = None  # the source's HDR static metadata, passed on through the pipe
 
+    @property
+    def video_index(self) -> int:
+        """The upscaled video's stream index in the output file."""
+        return next(i for i, s in enumerate(self.streams) if s.upscaled)
+
     def command(self, time_base: Fraction, pipe_offset: float) -> list[str]:
         """ffmpeg arguments, once the reader knows the exact time base. Both inputs keep their
         timestamps (-copyts) and are shifted by the same amount, the source's start time, as
@@ -64,10 +69,8 @@ class EncodePlan:
         if self.source_start:
             args += ["-itsoffset", _num(-self.source_start)]
         args += ["-i", str(self.src)]
-        video_index = 0
+        video_index = self.video_index
         for out, s in enumerate(self.streams):
-            if s.upscaled:
-                video_index = out
             args += ["-map", "0:0" if s.upscaled else f"1:{s.src_index}", f"-c:{out}", s.codec]
             for key, value in s.options:
                 args += [f"{key}:{out}", value]
@@ -92,6 +95,7 @@ class Writer(ffmpeg.Child):
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
         self.frames_written = 0
+        self.sent_pts: list[int] = []  # every frame's pts as handed to the encoder (the reader's ticks)
         super().__init__()
         self._ns_per_tick: Fraction | None = None
         self._origin = 0  # ticks subtracted so that the pipe's timestamps are not negative
@@ -136,6 +140,7 @@ class Writer(ffmpeg.Child):
             elif frame.release is not None:
                 frame.release()
         self.frames_written += 1
+        self.sent_pts.append(frame.pts)
 
     def _pad(self, planes: list[np.ndarray]) -> list[np.ndarray]:
         """Repeat the last row/column where the encoder needs even sizes (odd output sizes)."""

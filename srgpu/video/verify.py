@@ -1,0 +1,80 @@
+"""Frame accounting read from files, not from what was sent: the video packets a file really
+holds (what a player shows), with their timestamps, by demuxing it (stream copy, no decoding).
+
+Every packet of a video stream is one frame of it for the codecs srgpu writes. A packet that
+the demuxer marks to be discarded (an MP4 edit list that ends before it) is a frame no player
+shows, so it does not count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+from . import ffmpeg
+from .errors import VideoError
+
+_TIME_BASE = re.compile(r"^#tb (\d+): (\d+)/(\d+)$", re.M)
+_DISCARD = 0x4  # AV_PKT_FLAG_DISCARD
+
+
+@dataclass(frozen=True)
+class StreamPackets:
+    """The packets of one stream, in file order: ``pts`` in ticks of ``time_base`` (None where a
+    packet has none)."""
+
+    time_base: Fraction
+    pts: tuple[int | None, ...]
+
+    def __len__(self) -> int:
+        return len(self.pts)
+
+    def times(self) -> list[Fraction]:
+        """Presentation times in seconds, in display order (packets without a pts left out)."""
+        return sorted(p * self.time_base for p in self.pts if p is not None)
+
+
+def stream_packets(path: Path, stream_index: int) -> StreamPackets:
+    """The shown packets of stream ``stream_index`` of ``path``, timestamps as in the file
+    (-copyts); VideoError if ffmpeg cannot read them."""
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-v", "error", "-copyts", "-i", str(path), "-map",
+                       f"0:{stream_index}", "-c", "copy", "-f", "framecrc", "-"], timeout=3600)
+    m = _TIME_BASE.search(proc.stdout)
+    if proc.returncode != 0 or m is None:
+        detail = " ".join((proc.stderr.strip().splitlines() or ["no packets"])[-1:])
+        raise VideoError(f"{path}: cannot read the packets of stream #{stream_index} back: {detail}")
+    pts: list[int | None] = []
+    for line in proc.stdout.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        flags = next((int(f[2:], 16) for f in fields[6:] if f.startswith("F=")), 0)
+        if flags & _DISCARD:
+            continue
+        pts.append(None if fields[2] == "NOPTS" else int(fields[2]))
+    return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts))
+
+
+def check_frames(path: Path, stream_index: int, sent: Sequence[int], time_base: Fraction) -> int:
+    """Check that the video stream ``stream_index`` of the finished file ``path`` holds exactly the
+    frames that were sent to its encoder (``sent``: their pts in ticks of ``time_base``): as many,
+    at the same times relative to the first (within the file's own time base), none twice.
+    Returns the number of frames in the file; VideoError naming both counts otherwise."""
+    got = stream_packets(path, stream_index)
+    if len(got) != len(sent):
+        raise VideoError(f"{path.name}: the encoded file holds {len(got)} video frames, but the decoder gave "
+                         f"{len(sent)}")
+    times = got.times()
+    if len(times) != len(sent):
+        raise VideoError(f"{path.name}: {len(sent) - len(times)} of the encoded file's {len(sent)} video frames "
+                         "have no timestamp")
+    want = sorted(p * time_base for p in sent)
+    slack = got.time_base  # each side rounded to the file's time base: at most one tick apart
+    for i, (a, b) in enumerate(zip(times, want)):
+        if abs((a - times[0]) - (b - want[0])) > slack:
+            raise VideoError(f"{path.name}: frame {i} of the encoded file is at {float(a - times[0]):.6f} s from "
+                             f"the first, where the source has it at {float(b - want[0]):.6f} s")
+    return len(got)

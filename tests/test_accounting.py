@@ -1,0 +1,111 @@
+"""Frame accounting read from the output: a file that does not hold every decoded frame, at its
+time, is never published; and a decoder that took over (NVDEC; here a software stand-in reading a
+copy of the clip that lacks its last frame) and then ends a frame early is caught and the video
+decoded again, so the output is still complete. Real ffmpeg throughout."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from srgpu.model import random_model
+from srgpu.video import api, hwdecode
+from srgpu.video.api import EncodeOptions, plan_video, upscale_video
+from srgpu.video.errors import VideoError
+from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.handover import HandoverReader, TakeoverMismatch
+from srgpu.video.reader import Reader
+from srgpu.video.verify import check_frames, stream_packets
+
+from test_handover import SlowBicubic, read_all, software_frames
+from test_video import BicubicEngine, frame_times, leftovers, make_clip
+
+FRAMES = 40
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A clip with B-frames ending on a P frame (x264 never ends on a B), and the same stream with
+    its last packet cut off: the stand-in for a decoder that loses the last frame."""
+    folder = tmp_path_factory.mktemp("accounting")
+    clip = make_clip(folder / "src.mp4", size="96x64", frames=FRAMES, codec="libx264",
+                     out_args=("-crf", "23", "-bf", "3", "-x264-params", "b-pyramid=normal",
+                               "-video_track_timescale", "10240"))
+    short = folder / "short.mp4"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(clip), "-map", "0:v", "-c", "copy", "-frames:v",
+                    str(FRAMES - 1), str(short)], check=True)
+    assert len(stream_packets(short, 0)) == FRAMES - 1
+    return clip, short
+
+
+def losing_handover(clip: Path, short: Path) -> HandoverReader:
+    job = plan_video(clip, clip.with_name("unused.mkv"), 2)
+    first = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    second = Reader(short, job.stream.index, job.layout, **{**job.reader_args, "decoder": "h264"})
+    return HandoverReader(first, second, second_name="h264")
+
+
+def test_a_decoder_that_loses_the_last_frame_after_taking_over_is_caught(clips: tuple[Path, Path]) -> None:
+    clip, short = clips
+    reader = losing_handover(clip, short)
+    with pytest.raises(TakeoverMismatch, match=rf"after the handover h264 gave \d+ frames where the source "
+                                               rf"holds \d+: it is missing the frame at"):
+        read_all(reader, pace=0.01)
+    assert reader.handover_at is not None  # it did take over: the loss came after
+
+
+def test_upscale_decodes_again_when_the_takeover_lost_a_frame(clips: tuple[Path, Path], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    clip, short = clips
+
+    def open_reader(job: api.VideoJob) -> Reader | HandoverReader:
+        first = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+        return first if job.takeover is None else losing_handover(clip, short)
+
+    monkeypatch.setattr(api, "choose_decoder", lambda *a, **k: hwdecode.DecoderChoice(takeover=("h264", ())))
+    monkeypatch.setattr(api, "open_reader", open_reader)
+    told: list[int] = []
+    dst = tmp_path / "out.mkv"
+    result = upscale_video(clip, dst, SlowBicubic(random_model("9-1-5", seed=3), 2), 2, EncodeOptions(codec="ffv1"),
+                           hwdec="auto", progress=lambda n, total: told.append(n))
+    assert result.frames == FRAMES and result.decoder == "software"
+    got, want = frame_times(dst), frame_times(clip)
+    assert len(got) == len(want) and max(abs(a - b) for a, b in zip(got, want)) <= Fraction(1, 1000)  # Matroska: ms
+    assert any(re.search(r"h264 gave \d+ frames where the source holds \d+.*; decoded again on the CPU", n)
+               for n in result.notes), result.notes
+    assert sum(told) == FRAMES  # the progress told of the first attempt is taken back
+    assert leftovers(tmp_path) == []
+
+
+def test_the_software_decoder_alone_matches_the_source(clips: tuple[Path, Path]) -> None:
+    clip, _ = clips
+    frames = software_frames(clip)
+    assert len(frames) == FRAMES
+
+
+@pytest.mark.parametrize("encoder_args, message", [
+    (("-frames:v", "7"), r"the encoded file holds 7 video frames, but the decoder gave 8"),
+    (("-filter:0", "setpts=PTS*2"), r"frame 1 of the encoded file is at 0\.08\d* s from the first, where the "
+                                    r"source has it at 0\.04\d* s"),
+])
+def test_an_output_missing_or_moving_frames_is_never_published(tmp_path: Path, encoder_args: tuple[str, ...],
+                                                               message: str) -> None:
+    src = make_clip(tmp_path / "src.mp4", frames=8, codec="libx264", out_args=("-preset", "ultrafast"))
+    dst = tmp_path / "out.mp4"
+    engine = BicubicEngine(random_model("9-1-5", seed=1), 2)
+    with pytest.raises(VideoError, match=message):
+        upscale_video(src, dst, engine, 2, EncodeOptions(preset="ultrafast", extra_args=encoder_args))
+    assert leftovers(tmp_path) == [] and not dst.exists()
+
+
+def test_check_frames_counts_what_the_file_holds(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "src.mkv", frames=6, codec="ffv1")
+    packets = stream_packets(src, 0)
+    sent = [round(t / packets.time_base) for t in packets.times()]
+    assert check_frames(src, 0, sent, packets.time_base) == 6
+    with pytest.raises(VideoError, match="holds 6 video frames, but the decoder gave 7"):
+        check_frames(src, 0, sent + [sent[-1] + 40], packets.time_base)
