@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
@@ -47,17 +49,34 @@ def _error(message: str) -> None:
     tqdm.write(f"srgpu: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread: every layer cleans up as after Ctrl-C (children
+    ended, temporaries removed), and the exit status is 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    for s in (signal.SIGTERM, signal.SIGHUP):  # one is enough: let the clean-up run to its end
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
 @contextlib.contextmanager
 def _reported() -> Iterator[None]:
-    """Turn expected errors into one line on stderr and exit status 1; Ctrl-C into status 130."""
+    """Turn expected errors into one line on stderr and exit status 1; Ctrl-C, SIGTERM and SIGHUP
+    into 128 + the signal's number (130, 143, 129)."""
     try:
         yield
     except _expected_errors() as e:
         _error(str(e))
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        _error("interrupted")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        _error("interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})")
+        raise typer.Exit(128 + signum) from None
 
 
 def _info(message: str, quiet: bool) -> None:
@@ -110,23 +129,70 @@ def _describe_engine(engine: Engine) -> str:
 # ---------------------------------------------------------------- upscale
 
 
+LOG_PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+
+
+class _LogBar:
+    """Progress for a log (stderr not a terminal): a plain line every LOG_PROGRESS_EVERY seconds and
+    one at the end, instead of a bar redrawn with carriage returns and escape codes. The part of
+    tqdm's interface that _Progress uses."""
+
+    def __init__(self, total: int | None, unit: str, desc: str) -> None:
+        self.total, self.unit, self.desc = total, unit, desc
+        self.n = 0
+        self._start = self._last = time.monotonic()
+        self._closed = False
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        if time.monotonic() - self._last >= LOG_PROGRESS_EVERY:
+            self._line()
+
+    def refresh(self) -> None:
+        """Nothing to redraw."""
+
+    def close(self) -> None:
+        if not self._closed and self.n:
+            self._line()
+        self._closed = True
+
+    def _line(self) -> None:
+        self._last = now = time.monotonic()
+        rate = self.n / max(now - self._start, 1e-9)
+        done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
+        eta = (f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate > 0 and self.n < self.total
+               else "")
+        things = {"img": "images", "frame": "frames", "file": "files"}.get(self.unit, self.unit)
+        print(f"srgpu: {self.desc}: {done} {things}, {rate:.1f} {self.unit}/s{eta}", file=sys.stderr, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+def _bar(total: int | None, unit: str, desc: str, leave: bool = True) -> tqdm | _LogBar:
+    if not sys.stderr.isatty():
+        return _LogBar(total, unit, desc)
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave)
+
+
 class _Progress:
-    """tqdm bars for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA)."""
+    """Progress for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA); bars on a
+    terminal, plain periodic lines in a log."""
 
     def __init__(self, plan: Plan, quiet: bool) -> None:
         self.quiet = quiet
         self.single = plan.single
-        self.files: tqdm | None = None
-        self.frames: tqdm | None = None
+        self.files: tqdm | _LogBar | None = None
+        self.frames: tqdm | _LogBar | None = None
         all_images = not plan.has_video
         if not quiet and (not plan.single or all_images):
-            self.files = tqdm(total=len(plan.jobs), unit="img" if all_images else "file",
-                              desc="upscale", file=sys.stderr, dynamic_ncols=True)
+            self.files = _bar(len(plan.jobs), "img" if all_images else "file", "upscale")
 
     def start(self, job: Job) -> None:
         if job.kind == "video" and not self.quiet:
-            self.frames = tqdm(total=None, unit="frame", desc=job.src.name, file=sys.stderr,
-                               dynamic_ncols=True, leave=self.single)
+            self.frames = _bar(None, "frame", job.src.name, leave=self.single)
 
     def frames_done(self, increment: int, total: int | None) -> None:
         if self.frames is None:
@@ -371,7 +437,7 @@ def demo(
                                    on_frames=progress.frames_done)
             finally:
                 progress.close()
-        _report_batch(result, True)
+        _report_batch(result, quiet)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
         print(f"source: {src.resolve()}")
@@ -508,6 +574,8 @@ def _quiet_opencv() -> None:
 
 def main() -> None:
     _quiet_opencv()
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _on_signal)
     app(prog_name="srgpu")
 
 

@@ -160,8 +160,10 @@ def load_npz(path: str | Path) -> SRCNNModel:
     try:
         with np.load(path, allow_pickle=False) as z:
             contents = {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
-        raise ModelError(f"{src}: not a readable .npz model ({type(e).__name__}: {e})") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, AttributeError) as e:
+        # numpy's own messages talk of pickles and allow_pickle; say what srgpu wanted instead
+        raise ModelError(f"{src}: not an srgpu model: expected a .npz archive of float32 arrays {', '.join(ARRAY_NAMES)} "
+                         f"and a metadata string (this file: {_what_it_is(path, e)})") from None
     if "metadata" not in contents:
         raise ModelError(f"{src}: not an srgpu model (no metadata array)")
     try:
@@ -187,6 +189,24 @@ def load_npz(path: str | Path) -> SRCNNModel:
     if meta.get("arch") not in (None, model.arch):
         raise ModelError(f"{src}: metadata says architecture {meta['arch']} but the arrays are {model.arch}")
     return model
+
+
+def _what_it_is(path: Path, error: Exception) -> str:
+    """A few words on what a file that is not an .npz looks like."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    if not head:
+        return "empty"
+    if head.startswith(b"\x93NUMPY"):
+        return "a single .npy array, not an .npz archive"
+    if not head.startswith(b"PK"):
+        return "not a zip archive"
+    if "pickle" in str(error):
+        return "an archive of Python objects, not of plain arrays"
+    return "a zip archive that numpy cannot read as .npz"
 
 
 # ---------------------------------------------------------------- the authors' MATLAB files

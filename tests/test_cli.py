@@ -107,7 +107,13 @@ def test_bad_input_is_one_line(image, tmp_path, random_npz, args, fragment):
 def test_bad_model_files(image, tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"PK\x03\x04 truncated")
-    one_error_line(srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", bad), "not a readable .npz model")
+    one_error_line(srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", bad), "not an srgpu model: expected "
+                   "a .npz archive of float32 arrays conv1_weight")
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(bytes(range(256)) * 8)  # numpy would talk of pickles and allow_pickle
+    r = srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", garbage)
+    one_error_line(r, "(this file: not a zip archive)")
+    assert "pickle" not in r.stderr
     one_error_line(srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", "9-9-9"), "unknown model '9-9-9'")
 
 
@@ -270,6 +276,8 @@ def test_demo(tmp_path, default_model_path):
     lines = dict(l.split(": ", 1) for l in r.stdout.strip().splitlines() if l.startswith(("source", "output")))
     assert video_facts(Path(lines["source"])) == ((320, 180), 5, True)
     assert video_facts(Path(lines["output"])) == ((640, 360), 5, True)
+    assert re.search(r"^wrote .*testsrc2_640x360_srcnn_x2\.mp4 \(5 frames, 640x360, libx264 yuv420p, [\d.]+ fps, ",
+                     r.stdout, re.M), r.stdout  # the same summary as upscale
 
 
 def test_demo_without_default_model_fails_clearly(tmp_path, monkeypatch):

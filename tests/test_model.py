@@ -69,7 +69,7 @@ def test_truncated_file(tmp_path):
     for cut in (10, len(data) // 2, len(data) - 30):
         p = tmp_path / f"cut{cut}.npz"
         p.write_bytes(data[:cut])
-        with pytest.raises(ModelError, match="not a readable .npz model|not an srgpu model"):
+        with pytest.raises(ModelError, match="not an srgpu model"):
             load_npz(p)
 
 
@@ -89,7 +89,7 @@ def test_foreign_npz_and_other_files(tmp_path):
         load_npz(wrong_arch)
     text = tmp_path / "text.npz"
     text.write_text("hello")
-    with pytest.raises(ModelError, match="not a readable"):
+    with pytest.raises(ModelError, match=r"not an srgpu model: .*\(this file: not a zip archive\)"):
         load_npz(text)
     with pytest.raises(ModelError, match="no such model file"):
         load_npz(tmp_path / "missing.npz")
