@@ -78,3 +78,39 @@ def test_hwdec_auto_plans_a_takeover_with_a_gpu_engine(random_gpu_engine, tmp_pa
     assert job.takeover is not None and job.takeover[0] == "h264_cuvid" and job.decoder == "software"
     result = upscale_video(src, tmp_path / "out.mp4", random_gpu_engine, 2, EncodeOptions(crf=18), hwdec="auto")
     assert result.frames == 12 and result.decoder.startswith("software")
+
+
+# Clips built like the real ones that came out one frame short with NVDEC taking over: H.264 High
+# with a B-pyramid (x264 ends every stream on a P frame after B-frames, so the last packets have
+# pts > dts), MP4 time bases of 1/10240 and 1/15360 and others, full range, short enough that the
+# takeover (after 12 agreeing frames) falls near the end; and HEVC at 8 and 10 bits.
+REAL_LIKE = [
+    # name, rate, frames, timescale, pix_fmt, codec, extra encoder args
+    ("h264-20fps-30", 20, 30, 10240, "yuvj420p", "libx264", ("-profile:v", "high", "-bf", "3", "-x264-params", "b-pyramid=normal")),
+    ("h264-30fps-280", 30, 280, 15360, "yuvj420p", "libx264", ("-profile:v", "high", "-bf", "3", "-x264-params", "b-pyramid=normal")),
+    ("h264-25fps-20", 25, 20, 12800, "yuv420p", "libx264", ("-profile:v", "high", "-bf", "3", "-x264-params", "b-pyramid=normal")),
+    ("h264-30fps-14", 30, 14, 90000, "yuv420p", "libx264", ("-profile:v", "high", "-bf", "2")),
+    ("hevc-8bit-30", 30, 30, 15360, "yuv420p", "libx265", ("-x265-params", "log-level=error:bframes=4")),
+    ("hevc-10bit-25", 25, 30, 12800, "yuv420p10le", "libx265", ("-x265-params", "log-level=error:bframes=4")),
+]
+
+
+@pytest.mark.parametrize("name, rate, frames, timescale, pix_fmt, encoder, args", REAL_LIKE, ids=[c[0] for c in REAL_LIKE])
+def test_nvdec_takeover_keeps_every_frame_and_timestamp(random_gpu_engine, tmp_path: Path, name: str, rate: int,
+                                                         frames: int, timescale: int, pix_fmt: str, encoder: str,
+                                                         args: tuple[str, ...]) -> None:
+    """The CLI's default decoding (auto: NVDEC takes over) and default encoder: the output holds
+    every frame of the source at its exact time, read back from the file."""
+    from test_video import frame_times
+
+    src = make_clip(tmp_path / "src.mp4", size="1280x720", rate=rate, frames=frames, pix_fmt=pix_fmt, codec=encoder,
+                    vf="noise=alls=12:allf=t", out_args=(*args, "-video_track_timescale", str(timescale)))
+    codec = "hevc" if encoder == "libx265" else "h264"
+    need_nvdec(src, codec, pix_fmt)
+    dst = tmp_path / "out.mp4"
+    result = upscale_video(src, dst, random_gpu_engine, 2, EncodeOptions(), hwdec="auto")
+    assert result.frames == frames
+    assert frame_times(dst) == frame_times(src), result.decoder
+    if frames >= 20:  # long enough for NVDEC to have caught up and taken over at this pace
+        assert result.decoder.startswith(f"software, then {hwdecode.CUVID_DECODERS[codec]}"), (result.decoder,
+                                                                                               result.notes)
