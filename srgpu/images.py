@@ -22,6 +22,7 @@ import numpy as np
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
 from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
+from .outputs import OutputExistsError
 
 # Video support is its own package; images work in a build without it. Only a missing module
 # counts as "no video support": an import error inside it is a bug and surfaces as one.
@@ -300,8 +301,8 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
 
 
-def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int) -> None:
-    write_image_atomic(dst, _upscaled_for(src, dst, engine, scale))
+def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int, replace: bool = True) -> None:
+    write_image_atomic(dst, _upscaled_for(src, dst, engine, scale), replace=replace)
 
 
 def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> np.ndarray:
@@ -332,7 +333,7 @@ class _WriteBehind:
         self._thread = threading.Thread(target=self._run, name="srgpu-image-writer", daemon=True)
         self._thread.start()
 
-    def put(self, item: tuple[Job, np.ndarray, float] | Outcome) -> None:
+    def put(self, item: tuple[Job, np.ndarray, float, bool] | Outcome) -> None:
         self._todo.put(item)
         self._raise()
 
@@ -366,10 +367,12 @@ class _WriteBehind:
             if isinstance(item, Outcome):
                 self._done.put(item)
                 continue
-            job, image, started = item
+            job, image, started, replace = item
             try:
-                write_image_atomic(job.dst, image)
+                write_image_atomic(job.dst, image, replace=replace)
                 outcome = Outcome(job, "done")
+            except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
+                outcome = Outcome(job, "failed", str(e))
             except ImageFileError as e:
                 outcome = Outcome(job, "failed", _naming(job.src, str(e)))
             except (OSError, MemoryError) as e:
@@ -409,7 +412,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
                 writer.put(outcome)
             elif job.kind == "image":
                 try:
-                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0))
+                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0, plan.overwrite))
                 except ImageFileError as e:
                     writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
                 except (OSError, MemoryError) as e:

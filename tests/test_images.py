@@ -364,20 +364,24 @@ def test_encode_failure_leaves_nothing(tmp_path, cpu_engine, make_image):
     assert sorted(p.name for p in out.iterdir()) == ["ok.webp"]  # no wide.webp, no temporary file
 
 
-def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_engine, make_image, monkeypatch):
+@pytest.mark.parametrize("overwrite,publisher", [(False, "link"), (True, "replace")])
+def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_engine, make_image, monkeypatch,
+                                                               overwrite, publisher):
+    """The final step fails (a full disk when the name is given): no output, no temporary.
+    Without --overwrite the name is given by a hard link (never replacing), with it by a rename."""
     src = tmp_path / "a.png"
     write_image_atomic(src, make_image((4, 5, 3)))
     out = tmp_path / "out"
     out.mkdir()
     seen = []
 
-    def failing_replace(a, b):
+    def failing(a, b):
         seen.append(Path(a))
         assert Path(a).is_file() and Path(a).stat().st_size > 0  # the data was really written
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(imagefile.os, "replace", failing_replace)
-    result = run_batch(plan_batch(src, out / "a.png"), cpu_engine, 2)
+    monkeypatch.setattr(imagefile.os, publisher, failing)
+    result = run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine, 2)
     assert result.exit_code == 1 and "No space left" in result.failed[0].message
     assert seen and seen[0].parent == out and seen[0].name.startswith(".a.")
     assert list(out.iterdir()) == []
@@ -385,9 +389,9 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
     def interrupted(a, b):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(imagefile.os, "replace", interrupted)
+    monkeypatch.setattr(imagefile.os, publisher, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_batch(plan_batch(src, out / "a.png"), cpu_engine, 2)
+        run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine, 2)
     assert list(out.iterdir()) == []
 
 
@@ -422,3 +426,53 @@ def test_folder_videos_in_containers_srgpu_cannot_write_become_mkv(tmp_path: Pat
     assert result.exit_code == 0, [o.message for o in result.failed]
     assert "32x24" in stream_lines(out / "a.mkv", "Video")[0]
     assert "32x24" in stream_lines(out / "b.mp4", "Video")[0]
+
+
+# ---------------------------------------------------------------- nothing lost: files that appear during a run
+
+
+def _intruding_engine(cpu_engine, victim: Path, at: int = 1, content: bytes = b"someone else's file"):
+    """A CPU engine that, while upscaling its ``at``-th image, puts a file of another program at
+    ``victim``: the file appears after that job was planned and checked, before its output is
+    published."""
+    from srgpu.engine.cpu import CPUEngine
+
+    class Intruding(CPUEngine):
+        calls = 0
+
+        def upscale_frame(self, planes, specs, max_value):
+            self.calls += 1
+            if self.calls == at:
+                victim.write_bytes(content)
+            return super().upscale_frame(planes, specs, max_value)
+
+    return Intruding(cpu_engine.model, 2)
+
+
+def test_a_file_that_appears_during_a_folder_run_is_never_replaced(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        write_image_atomic(src / name, make_image((5, 6, 3), seed=len(name)))
+    out = tmp_path / "out"
+    engine = _intruding_engine(cpu_engine, out / "b.png", at=2)
+    result = run_batch(plan_batch(src, out), engine, 2)
+    assert [o.job.src.name for o in result.done] == ["a.png"]
+    assert [o.job.src.name for o in result.failed] == ["b.png"] and result.exit_code == 1
+    message = result.failed[0].message
+    assert "appeared" in message and str(out / "b.png") in message and "\n" not in message
+    assert (out / "b.png").read_bytes() == b"someone else's file"
+    assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]  # no temporary left behind
+
+
+def test_a_file_that_appears_during_a_single_run_is_never_replaced(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "a.png"
+    write_image_atomic(src, make_image((5, 6, 3)))
+    dst = tmp_path / "big.png"
+    result = run_batch(plan_batch(src, dst), _intruding_engine(cpu_engine, dst), 2)
+    assert result.exit_code == 1 and "appeared" in result.failed[0].message
+    assert dst.read_bytes() == b"someone else's file"
+    # --overwrite: the user asked for the output to replace whatever is there
+    dst.unlink()
+    result = run_batch(plan_batch(src, dst, overwrite=True), _intruding_engine(cpu_engine, dst), 2)
+    assert result.exit_code == 0 and read_image(dst).shape == (10, 12, 3)
