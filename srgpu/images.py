@@ -19,6 +19,7 @@ from typing import Callable, Literal
 
 import numpy as np
 
+from . import outputs
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
 from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
@@ -393,6 +394,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
     video = video or VideoSettings()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
+    folders = _OutputFolders()
     writer = _WriteBehind()
 
     def report(done: list[Outcome]) -> None:
@@ -407,7 +409,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
             if on_start:
                 on_start(job)
             t0 = time.perf_counter()
-            outcome = _prepare(job, plan)
+            outcome = _prepare(job, plan, folders)
             if outcome is not None:
                 writer.put(outcome)
             elif job.kind == "image":
@@ -430,8 +432,24 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
     return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)
 
 
-def _prepare(job: Job, plan: Plan) -> Outcome | None:
-    """The job's outcome if it cannot or need not run (after creating its output folder)."""
+class _OutputFolders:
+    """The folders a batch writes into, each made ready once: created, and cleared of the
+    temporaries that killed srgpu runs left there (srgpu.outputs: only srgpu's own names, only where
+    their process is gone), with one look at each folder however many files go into it."""
+
+    def __init__(self) -> None:
+        self._ready: set[Path] = set()
+
+    def prepare(self, folder: Path) -> None:
+        if folder in self._ready:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        outputs.remove(outputs.stale_temps_in(folder))
+        self._ready.add(folder)
+
+
+def _prepare(job: Job, plan: Plan, folders: _OutputFolders) -> Outcome | None:
+    """The job's outcome if it cannot or need not run (after making its output folder ready)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
     if job.problem:
@@ -441,7 +459,7 @@ def _prepare(job: Job, plan: Plan) -> Outcome | None:
     if job.dst.exists() and not plan.overwrite:
         return Outcome(job, "skipped", f"{job.dst}: exists")
     try:
-        job.dst.parent.mkdir(parents=True, exist_ok=True)
+        folders.prepare(job.dst.parent)
     except OSError as e:
         return Outcome(job, "failed", f"{job.dst.parent}: cannot create folder ({e.strerror or e})")
     return None

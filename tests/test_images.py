@@ -397,7 +397,6 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
 
 def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, cpu_engine, make_image,
                                                                       monkeypatch):
-    import srgpu.images as images
 
     monkeypatch.setattr(images, "_video", None)
     src = tmp_path / "in"
@@ -476,3 +475,57 @@ def test_a_file_that_appears_during_a_single_run_is_never_replaced(tmp_path, cpu
     dst.unlink()
     result = run_batch(plan_batch(src, dst, overwrite=True), _intruding_engine(cpu_engine, dst), 2)
     assert result.exit_code == 0 and read_image(dst).shape == (10, 12, 3)
+
+
+# ---------------------------------------------------------------- temporaries of killed runs
+
+
+def _temp_owned_by(final: Path, pid: int) -> Path:
+    """The temporary name srgpu gives ``final``, as if process ``pid`` had made it."""
+    from srgpu import outputs
+
+    name = outputs.temp_path(final).name.replace(f"-{os.getpid()}-", f"-{pid}-", 1)
+    return final.parent / name
+
+
+def test_stale_temporaries_of_dead_runs_are_removed_before_writing(tmp_path, cpu_engine, make_image, monkeypatch):
+    """What a killed srgpu left in the folders a run writes into goes, once per folder: only names of
+    srgpu's own pattern, of this host, whose process is gone."""
+    import subprocess
+    import sys
+
+    from srgpu import outputs
+
+    looked: list[Path] = []
+    real = outputs.stale_temps_in
+
+    def stale_temps_in(folder):  # the real function, counted
+        looked.append(Path(folder))
+        return real(folder)
+
+    monkeypatch.setattr(outputs, "stale_temps_in", stale_temps_in)
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    for name in ("a.png", "c.png", "sub/b.png"):
+        write_image_atomic(src / name, make_image((4, 5, 3)))
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])  # its pid is gone once it has exited
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        stale = [_temp_owned_by(out / "a.png", dead.pid), _temp_owned_by(out / "sub" / "b.png", dead.pid),
+                 _temp_owned_by(out / "other.webp", dead.pid)]
+        live = _temp_owned_by(out / "c.png", alive.pid)
+        users = [out / ".a.png.srgpu-notes.part.png", out / "a.png.srgpu-x-1-ab.part.png",
+                 out / ".a.png.srgpu-elsewhere-1-ab.part.png"]  # not srgpu's pattern, or another host
+        for p in stale + [live] + users:
+            p.write_bytes(b"partial")
+        result = run_batch(plan_batch(src, out), cpu_engine, 2)
+        assert result.exit_code == 0
+        assert not any(p.exists() for p in stale)
+        assert live.exists() and all(p.exists() for p in users)
+        assert sorted(looked) == [out, out / "sub"]
+    finally:
+        alive.kill()
+        alive.wait()
