@@ -200,6 +200,21 @@ def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, over
     return _plan_file(input_path, output_path, fmt, overwrite)
 
 
+def _check_writable(folder: Path) -> None:
+    """One look before any work (instead of one error per file after each was computed): create and
+    remove a temporary of srgpu's own naming in ``folder``."""
+    try:
+        tmp, fd = outputs.create_temp(folder / ".srgpu-write-check")
+        os.close(fd)
+        tmp.unlink()
+    except OSError as e:
+        raise BatchError(f"{folder}: cannot write there ({e.strerror or e})") from None
+
+
+def _looks_like_a_file(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_EXTENSIONS or is_video(path)
+
+
 def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
     kind = media_kind(src)
     if kind == "unsupported":
@@ -208,6 +223,8 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
         out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else _video_suffix(src)))
     elif not out.parent.is_dir():
         raise BatchError(f"{out.parent}: output directory does not exist")
+    if out.is_dir():  # the name the output would take inside the folder given
+        raise BatchError(f"{out}: is a folder, so the output cannot be written under that name")
     if kind == "image":
         if out.suffix.lower() not in IMAGE_EXTENSIONS:
             raise BatchError(f"{out}: cannot write an image with extension {out.suffix or '(none)'!r}")
@@ -220,6 +237,7 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
         raise BatchError(f"{out}: output is the input file")
     if out.exists() and not overwrite:
         raise BatchError(f"{out}: output exists (use --overwrite to replace it)")
+    _check_writable(out.parent)
     return Plan((Job(src, out, kind),), single=True, overwrite=overwrite, input_root=src.parent,
                 output_root=out.parent)
 
@@ -229,8 +247,12 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         raise BatchError(f"{out_dir}: output folder is the input folder")
     if out_dir.exists() and not out_dir.is_dir():
         raise BatchError(f"{out_dir}: output for a folder must be a folder, and this is a file")
-    if not out_dir.exists() and not out_dir.parent.is_dir():
-        raise BatchError(f"{out_dir.parent}: output directory does not exist")
+    if not out_dir.exists():
+        if _looks_like_a_file(out_dir):  # e.g. -o seq.mp4: never a folder named like a file
+            raise BatchError(f"{out_dir}: a folder input needs an output folder, and this names a file "
+                             "(create the folder first to use that name)")
+        if not out_dir.parent.is_dir():
+            raise BatchError(f"{out_dir.parent}: output directory does not exist")
     exclude = out_dir if _inside(out_dir, src_dir) else None
     jobs = []
     claimed: dict[Path, Path] = {}
@@ -250,6 +272,7 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         jobs.append(Job(src, dst, kind, problem))
     if not jobs:
         raise BatchError(f"{src_dir}: no files to upscale")
+    _check_writable(out_dir if out_dir.is_dir() else out_dir.parent)
     return Plan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
 
 
@@ -456,6 +479,8 @@ def _prepare(job: Job, plan: Plan, folders: _OutputFolders) -> Outcome | None:
         return Outcome(job, "failed", job.problem)
     if _same(job.src, job.dst):  # e.g. an input tree that contains the output tree's files
         return Outcome(job, "failed", f"{job.dst}: output would replace its input")
+    if job.dst.is_dir():
+        return Outcome(job, "failed", f"{job.dst}: is a folder, so the output cannot be written under that name")
     if job.dst.exists() and not plan.overwrite:
         return Outcome(job, "skipped", f"{job.dst}: exists")
     try:

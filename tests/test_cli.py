@@ -386,3 +386,21 @@ def test_info_reports_the_nvrtc_cupy_would_use():
         want = None
     assert cuda_status().nvrtc == want
     assert f"nvrtc {want or '-'}" in srgpu("info").stdout
+
+
+@pytest.mark.parametrize("case", ["unwritable", "folder named like a file", "output name taken by a folder"])
+def test_output_problems_are_one_line_before_the_engine_starts(tmp_path, image, random_npz, read_only_dir, case):
+    src = tmp_path / "photos"
+    src.mkdir()
+    write_image_atomic(src / "a.png", read_image(image))
+    if case == "unwritable":
+        args, fragment = (src, "-o", read_only_dir), f"{read_only_dir}: cannot write there"
+    elif case == "folder named like a file":
+        args, fragment = (src, "-o", tmp_path / "seq.mp4"), "a folder input needs an output folder"
+    else:
+        (tmp_path / "x.png" / "in.png").mkdir(parents=True)
+        args, fragment = (image, "-o", tmp_path / "x.png", "--overwrite"), "is a folder"
+    r = srgpu("upscale", *args, "--model", random_npz, "--device", "cpu")
+    one_error_line(r, fragment)
+    assert "device:" not in r.stderr  # refused before an engine was made
+    assert not (tmp_path / "seq.mp4").exists() and list(read_only_dir.iterdir()) == []

@@ -397,6 +397,7 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
 
 def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, cpu_engine, make_image,
                                                                       monkeypatch):
+    import srgpu.images as images
 
     monkeypatch.setattr(images, "_video", None)
     src = tmp_path / "in"
@@ -529,3 +530,54 @@ def test_stale_temporaries_of_dead_runs_are_removed_before_writing(tmp_path, cpu
     finally:
         alive.kill()
         alive.wait()
+
+
+# ---------------------------------------------------------------- fail before the work
+
+
+def test_an_unwritable_output_folder_fails_before_any_upscaling(tmp_path, read_only_dir, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        write_image_atomic(src / name, make_image((4, 5, 3)))
+    for out in (read_only_dir, read_only_dir / "new"):  # writing into it, or creating a folder in it
+        with pytest.raises(BatchError, match="cannot write") as error:
+            plan_batch(src, out)
+        assert str(read_only_dir) in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(BatchError, match="cannot write"):
+        plan_batch(src / "a.png", read_only_dir / "a.png")
+    assert list(read_only_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["seq.mp4", "big.png", "frames.JPG"])
+def test_a_folder_input_with_an_output_named_like_a_file_is_refused(tmp_path, make_image, name):
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "a.png", make_image((4, 5, 3)))
+    with pytest.raises(BatchError, match="a folder input needs an output folder"):
+        plan_batch(src, tmp_path / name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+    (tmp_path / name).mkdir()  # an existing folder with such a name is a folder
+    assert plan_batch(src, tmp_path / name).jobs[0].dst == tmp_path / name / "a.png"
+
+
+def test_an_output_file_name_taken_by_a_folder_is_a_clear_error_before_the_work(tmp_path, cpu_engine, make_image):
+    img = tmp_path / "a.png"
+    write_image_atomic(img, make_image((4, 5, 3)))
+    (tmp_path / "x.png" / "a.png").mkdir(parents=True)  # the output's name is a folder
+    for overwrite in (False, True):
+        with pytest.raises(BatchError, match="is a folder"):
+            plan_batch(img, tmp_path / "x.png", overwrite=overwrite)
+    # in a folder run, that file fails before it is upscaled and the rest goes on
+    src = tmp_path / "in"
+    src.mkdir()
+    write_image_atomic(src / "a.png", make_image((4, 5, 3)))
+    write_image_atomic(src / "b.png", make_image((4, 5, 3)))
+    out = tmp_path / "out"
+    (out / "a.png").mkdir(parents=True)
+    for overwrite in (False, True):
+        result = run_batch(plan_batch(src, out, overwrite=overwrite), cpu_engine, 2)
+        assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.png", "failed"), ("b.png", "done")]
+        assert "is a folder" in result.failed[0].message
+        (out / "b.png").unlink()
+    assert (out / "a.png").is_dir()
