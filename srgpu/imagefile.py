@@ -55,11 +55,11 @@ def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> b
     return buf.tobytes()
 
 
-def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True) -> None:
+def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True) -> int:
     """Encode, write under srgpu's temporary name in the target directory, then publish it
     (srgpu.outputs): an interrupted run never leaves a truncated file under the final name, and
     without ``replace`` a file that appeared at ``path`` meanwhile is never replaced
-    (OutputExistsError)."""
+    (OutputExistsError). Returns the size of the file written, in bytes."""
     path = Path(path)
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
@@ -72,3 +72,4 @@ def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True
         tmp.unlink(missing_ok=True)
         raise
     outputs.publish(tmp, path, replace)
+    return len(data)

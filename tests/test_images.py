@@ -14,6 +14,7 @@ import srgpu.imagefile as imagefile
 from srgpu.color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from srgpu.images import BatchError, fit_to_format, plan_batch, run_batch, upscale_image
 from srgpu.imagefile import ImageFileError, read_image, write_image_atomic
+from srgpu.manifest import JOURNAL_NAME, MANIFEST_NAME
 
 
 def expected_rgb(image: np.ndarray, engine, scale: int = 2) -> np.ndarray:
@@ -28,7 +29,12 @@ def expected_rgb(image: np.ndarray, engine, scale: int = 2) -> np.ndarray:
 
 
 def files_under(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    """Every file below ``folder`` (temporaries included), but for the manifest of a folder run."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
+
+
+def names_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name != MANIFEST_NAME)
 
 
 # ---------------------------------------------------------------- planes
@@ -245,7 +251,7 @@ def test_an_engine_error_stops_the_batch_after_the_images_before_it_are_whole(tm
     with pytest.raises(RuntimeError, match="fell off the bus"):
         run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), 2, on_done=reported.append)
     assert [(o.job.src.name, o.status) for o in reported] == [("a.png", "done"), ("b.png", "done")]
-    assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]  # whole, no temporary files
+    assert names_in(out) == ["a.png", "b.png"]  # whole, no temporary files
     assert all(read_image(out / n).shape == (12, 10, 3) for n in ("a.png", "b.png"))
 
 
@@ -361,7 +367,7 @@ def test_encode_failure_leaves_nothing(tmp_path, cpu_engine, make_image):
     result = run_batch(plan_batch(src, out, fmt="webp"), cpu_engine, 2)
     assert [o.job.src.name for o in result.failed] == ["wide.png"]
     assert "cannot encode" in result.failed[0].message
-    assert sorted(p.name for p in out.iterdir()) == ["ok.webp"]  # no wide.webp, no temporary file
+    assert names_in(out) == ["ok.webp"]  # no wide.webp, no temporary file
 
 
 @pytest.mark.parametrize("overwrite,publisher", [(False, "link"), (True, "replace")])
@@ -462,7 +468,7 @@ def test_a_file_that_appears_during_a_folder_run_is_never_replaced(tmp_path, cpu
     message = result.failed[0].message
     assert "appeared" in message and str(out / "b.png") in message and "\n" not in message
     assert (out / "b.png").read_bytes() == b"someone else's file"
-    assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]  # no temporary left behind
+    assert names_in(out) == ["a.png", "b.png"]  # no temporary left behind
 
 
 def test_a_file_that_appears_during_a_single_run_is_never_replaced(tmp_path, cpu_engine, make_image):
@@ -581,3 +587,223 @@ def test_an_output_file_name_taken_by_a_folder_is_a_clear_error_before_the_work(
         assert "is a folder" in result.failed[0].message
         (out / "b.png").unlink()
     assert (out / "a.png").is_dir()
+
+
+# ---------------------------------------------------------------- resuming a folder (the manifest)
+
+
+def _engine(seed: int, scale: int, name: str | None = None):
+    import dataclasses
+
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.model import random_model
+
+    model = random_model("9-1-5", seed=seed, scale=scale)
+    return CPUEngine(dataclasses.replace(model, name=name) if name else model, scale)
+
+
+def _by_name(outcomes) -> dict[str, object]:
+    return {o.job.src.name: o for o in outcomes}
+
+
+def test_resume_skips_only_complete_outputs_made_from_the_same_sources(tree, tmp_path, cpu_engine, make_image):
+    write_image_atomic(tree / "d.png", make_image((5, 4, 3), seed=4))
+    out = tmp_path / "big"
+    first = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert len(first.done) == 4 and (out / MANIFEST_NAME).is_file() and not (out / JOURNAL_NAME).exists()
+    c = out / "2024" / "summer" / "c.png"
+    c.write_bytes(c.read_bytes()[:40])  # cut short, as a power cut can leave a file
+    (out / "a.png").write_bytes(b"")  # emptied
+    write_image_atomic(tree / "2024" / "b.jpg", make_image((5, 7, 3), seed=99))  # the source changed
+    second = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert second.exit_code == 0 and [o.job.src.name for o in second.skipped] == ["d.png"]
+    assert "done by an earlier run" in second.skipped[0].message
+    done = _by_name(second.done)
+    assert set(done) == {"a.png", "b.jpg", "c.png"} and all(o.redone for o in done.values())
+    assert done["a.png"].notes == ("redone: the output is incomplete or was changed "
+                                   f"(0 bytes, srgpu wrote {(out / 'a.png').stat().st_size})",)
+    assert "incomplete" in done["c.png"].notes[0]
+    assert done["b.jpg"].notes == ("redone: the source changed since the output was made",)
+    assert second.summary().startswith("3 upscaled (3 redone), 1 skipped (output exists), 0 failed")
+    np.testing.assert_array_equal(read_image(c), upscale_image(read_image(tree / "2024" / "summer" / "c.png"),
+                                                               cpu_engine, 2))
+    third = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    assert len(third.skipped) == 4 and not third.done
+
+
+def test_resume_redoes_outputs_made_with_other_settings(tmp_path, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        write_image_atomic(src / name, make_image((5, 6, 3), seed=len(name)))
+    out = tmp_path / "out"
+    assert len(run_batch(plan_batch(src, out), _engine(1, 3), 3).done) == 2
+    x2 = run_batch(plan_batch(src, out), _engine(1, 2), 2)
+    assert [o.redone for o in x2.done] == [True, True] and read_image(out / "a.png").shape == (10, 12, 3)
+    assert x2.done[0].notes == ("redone: the output was made with scale 3 (now 2)",)  # same seed, same weights
+    other = run_batch(plan_batch(src, out), _engine(2, 2), 2)
+    assert other.done[0].notes == ("redone: the output was made with another model "
+                                   "(random-9-1-5-seed1; now random-9-1-5-seed2)",)
+    # the same weights under another name (e.g. the model file was renamed) are the same model
+    renamed = run_batch(plan_batch(src, out), _engine(2, 2, name="renamed"), 2)
+    assert len(renamed.skipped) == 2 and not renamed.done
+
+
+def test_existing_files_srgpu_did_not_make_are_left_alone_unless_overwrite(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png", "c.png"):
+        write_image_atomic(src / name, make_image((5, 6, 3), seed=len(name)))
+    out = tmp_path / "out"
+    out.mkdir()
+    write_image_atomic(out / "a.png", make_image((3, 3, 3)))  # someone's image, or an older srgpu's output
+    (out / "b.png").write_bytes(b"")  # an empty file
+    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    left = _by_name(result.skipped)
+    assert set(left) == {"a.png", "b.png"} and all(o.unrecorded for o in left.values())
+    assert "srgpu has no record of making it; left as it is (--overwrite replaces it)" in left["b.png"].message
+    assert result.summary().startswith("1 upscaled, 2 skipped (output exists; 2 not recorded as made by srgpu, "
+                                       "left as they are: --overwrite replaces them), 0 failed")
+    assert read_image(out / "a.png").shape == (3, 3, 3) and (out / "b.png").read_bytes() == b""
+    replaced = run_batch(plan_batch(src, out, overwrite=True), cpu_engine, 2)
+    assert len(replaced.done) == 3 and not any(o.redone for o in replaced.done)
+    assert len(run_batch(plan_batch(src, out), cpu_engine, 2).skipped) == 3  # now srgpu's, and done
+
+
+def test_the_manifest_is_written_once_per_run_and_the_journal_once_per_file(tmp_path, cpu_engine, make_image):
+    import json
+
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    names = ["a.png", "b.png", "sub/c.png", "sub/d.png"]
+    for name in names:
+        write_image_atomic(src / name, make_image((4, 5, 3), seed=len(name)))
+    out = tmp_path / "out"
+    seen = []
+
+    def done(outcome):
+        journal = out / JOURNAL_NAME
+        seen.append(((out / MANIFEST_NAME).exists(), len(journal.read_bytes().splitlines())))
+
+    result = run_batch(plan_batch(src, out), cpu_engine, 2, on_done=done)
+    assert result.exit_code == 0
+    assert [m for m, _ in seen] == [False] * 4  # no rewrite of the manifest per file
+    assert [n for _, n in seen] == sorted(n for _, n in seen) and seen[-1][1] >= 2 * 4
+    assert not (out / JOURNAL_NAME).exists()
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    assert manifest["format"] == "srgpu-manifest" and manifest["pending"] == []
+    assert sorted(manifest["outputs"]) == names
+    (key, settings), = manifest["settings"].items()
+    assert settings["values"]["scale"] == 2 and settings["values"]["arch"] == "9-1-5"
+    for name in names:
+        entry = manifest["outputs"][name]
+        st = (src / name).stat()
+        assert entry == {"source": name, "source_size": st.st_size, "source_mtime_ns": st.st_mtime_ns,
+                         "size": (out / name).stat().st_size, "settings": key}
+
+
+def test_a_killed_run_resumes_redoing_at_most_the_file_it_was_writing(tmp_path, random_npz, cpu_engine, make_image):
+    """SIGKILL in the middle of a folder: the next run skips every output the killed one finished
+    (its journal says so), redoes at most the one it was writing, and removes its temporaries."""
+    import signal
+    import subprocess
+    import sys
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(8):
+        write_image_atomic(src / f"{i}.png", make_image((6, 7, 3), seed=i))
+    out = tmp_path / "out"
+    script = f"""
+import os, signal
+from pathlib import Path
+from srgpu.engine.cpu import CPUEngine
+from srgpu.images import plan_batch, run_batch
+from srgpu.model import load_npz
+
+class Killed(CPUEngine):
+    calls = 0
+    def upscale_frame(self, *args):
+        self.calls += 1
+        if self.calls == 6:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().upscale_frame(*args)
+
+run_batch(plan_batch(Path({str(src)!r}), Path({str(out)!r})), Killed(load_npz(Path({str(random_npz)!r})), 2), 2)
+"""
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (out / JOURNAL_NAME).exists() and not (out / MANIFEST_NAME).exists()
+    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    assert result.exit_code == 0 and not any(o.unrecorded for o in result.skipped)
+    assert len(result.skipped) >= 3 and sum(o.redone for o in result.done) <= 1
+    assert len(result.skipped) + len(result.done) == 8
+    assert files_under(out) == [f"{i}.png" for i in range(8)]  # every output, no temporary
+    for i in range(8):
+        np.testing.assert_array_equal(read_image(out / f"{i}.png"), upscale_image(read_image(src / f"{i}.png"),
+                                                                                  cpu_engine, 2))
+
+
+def test_an_output_a_killed_run_began_but_did_not_record_is_redone(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.png", "b.png"):
+        write_image_atomic(src / name, make_image((4, 5, 3), seed=len(name)))
+    out = tmp_path / "out"
+    run_batch(plan_batch(src, out), cpu_engine, 2)
+    # what a run killed between publishing a.png and recording it leaves: 'begin', then a torn line
+    (out / JOURNAL_NAME).write_text('{"op":"begin","path":"a.png"}\n{"op":"done","path":"a.p')
+    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.png", "done"), ("b.png", "skipped")]
+    assert result.done[0].notes == ("redone: an earlier run was stopped while writing it",)
+    assert not (out / JOURNAL_NAME).exists()
+    assert len(run_batch(plan_batch(src, out), cpu_engine, 2).skipped) == 2
+
+
+# ---------------------------------------------------------------- an input is never an output
+
+
+def test_an_output_folder_inside_the_input_never_replaces_an_input(tmp_path, cpu_engine, make_image):
+    """srgpu upscale t -o t/sub --overwrite, with t/a.png and t/sub/a.png: t/sub/a.png is the
+    user's file (part of the input tree, not made by srgpu) and is never replaced."""
+    t = tmp_path / "t"
+    (t / "sub").mkdir(parents=True)
+    write_image_atomic(t / "a.png", make_image((4, 5, 3), seed=1))
+    write_image_atomic(t / "b.png", make_image((4, 5, 3), seed=2))
+    write_image_atomic(t / "sub" / "a.png", make_image((3, 3, 3), seed=3))
+    original = (t / "sub" / "a.png").read_bytes()
+    for overwrite in (True, False, True):
+        result = run_batch(plan_batch(t, t / "sub", overwrite=overwrite), cpu_engine, 2)
+        assert [(o.job.src.name, o.status) for o in result.outcomes] == [
+            ("a.png", "failed"), ("b.png", "done" if overwrite else "skipped")]
+        assert result.exit_code == 1 and "1 failed" in result.summary()
+        message = result.failed[0].message
+        assert message.startswith(f"{t / 'sub' / 'a.png'}: is a file of the input folder") and "never" in message
+        assert (t / "sub" / "a.png").read_bytes() == original
+    assert read_image(t / "sub" / "b.png").shape == (8, 10, 3)  # srgpu's own output: replaced on --overwrite
+
+
+def test_an_output_that_is_one_of_the_input_files_is_refused_even_with_overwrite(tmp_path, cpu_engine, make_image):
+    """Input t/sub, output t: t/sub/sub/x.png's output is t/sub/x.png, itself an input."""
+    t = tmp_path / "t"
+    (t / "sub" / "sub").mkdir(parents=True)
+    write_image_atomic(t / "sub" / "x.png", make_image((4, 5, 3), seed=1))
+    write_image_atomic(t / "sub" / "sub" / "x.png", make_image((4, 5, 3), seed=2))
+    original = (t / "sub" / "x.png").read_bytes()
+    result = run_batch(plan_batch(t / "sub", t, overwrite=True), cpu_engine, 2)
+    assert [(str(o.job.src.relative_to(t)), o.status) for o in result.outcomes] == [
+        ("sub/x.png", "done"), ("sub/sub/x.png", "failed")]
+    assert result.failed[0].message == (f"{t / 'sub' / 'x.png'}: is one of the input files; an input is never "
+                                        "replaced, even with --overwrite")
+    assert (t / "sub" / "x.png").read_bytes() == original and read_image(t / "x.png").shape == (8, 10, 3)
+    # an output name that is a hard link to an input is that input
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    out.mkdir()
+    write_image_atomic(src / "a.png", make_image((4, 5, 3), seed=3))
+    write_image_atomic(src / "b.png", make_image((4, 5, 3), seed=4))
+    os.link(src / "a.png", out / "b.png")
+    linked = run_batch(plan_batch(src, out, overwrite=True), cpu_engine, 2)
+    assert [o.status for o in linked.outcomes] == ["done", "failed"]
+    assert "is one of the input files" in linked.failed[0].message
+    assert (out / "b.png").samefile(src / "a.png")
