@@ -23,7 +23,7 @@ import numpy as np
 from . import outputs
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
-from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
+from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, Written, read_image_data, write_image_atomic
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
 
@@ -333,15 +333,18 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
 
 
-def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int, replace: bool = True) -> None:
-    write_image_atomic(dst, _upscaled_for(src, dst, engine, scale), replace=replace)
+def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int, replace: bool = True) -> Written:
+    """Upscale the file ``src`` into ``dst`` (upright, its ICC profile kept where dst's format
+    holds one: the result's notes say what was not)."""
+    image = _upscaled_for(src, dst, engine, scale)
+    return write_image_atomic(dst, image.pixels, replace=replace, icc=image.icc)
 
 
-def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> np.ndarray:
-    """``src`` read and upscaled, ready to be written to ``dst``'s format."""
-    image = read_image(src)
-    _check_alpha(image, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    return fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
+def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> ImageData:
+    """``src`` read (upright) and upscaled, ready to be written to ``dst``'s format."""
+    image = read_image_data(src)
+    _check_alpha(image.pixels, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
+    return replace(image, pixels=fit_to_format(upscale_image(image.pixels, engine, scale), dst.suffix, src))
 
 
 # ---------------------------------------------------------------- the batch
@@ -526,7 +529,7 @@ class _WriteBehind:
         self._thread = threading.Thread(target=self._run, name="srgpu-image-writer", daemon=True)
         self._thread.start()
 
-    def put(self, item: tuple[Job, np.ndarray, float, _Go] | Outcome) -> None:
+    def put(self, item: tuple[Job, ImageData, float, _Go] | Outcome) -> None:
         self._todo.put(item)
         self._raise()
 
@@ -568,11 +571,11 @@ class _WriteBehind:
                 continue
             self._done.put(replace(outcome, seconds=time.perf_counter() - started))
 
-    def _write(self, job: Job, image: np.ndarray, go: _Go) -> Outcome:
+    def _write(self, job: Job, image: ImageData, go: _Go) -> Outcome:
         if self._resume:
             self._resume.begin(job)
         try:
-            size = write_image_atomic(job.dst, image, replace=go.replace)
+            written = write_image_atomic(job.dst, image.pixels, replace=go.replace, icc=image.icc)
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
@@ -581,8 +584,8 @@ class _WriteBehind:
             failed = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
         else:
             if self._resume:
-                self._resume.finish(job, go, size)
-            return Outcome(job, "done", notes=go.notes, redone=bool(go.redo))
+                self._resume.finish(job, go, written.size)
+            return Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo))
         if self._resume:
             self._resume.abandon(job)
         return failed

@@ -807,3 +807,224 @@ def test_an_output_that_is_one_of_the_input_files_is_refused_even_with_overwrite
     assert [o.status for o in linked.outcomes] == ["done", "failed"]
     assert "is one of the input files" in linked.failed[0].message
     assert (out / "b.png").samefile(src / "a.png")
+
+
+# ---------------------------------------------------------------- EXIF orientation and ICC profiles
+
+
+def make_icc(space: bytes = b"RGB ", text: bytes = b"srgpu test profile") -> bytes:
+    """A small but valid ICC v2 display profile (libpng checks the header and tag table)."""
+    import struct
+
+    def xyz(x, y, z):
+        return b"XYZ \0\0\0\0" + b"".join(struct.pack(">i", round(v * 65536)) for v in (x, y, z))
+
+    gamma = b"curv\0\0\0\0" + struct.pack(">IH", 1, round(2.2 * 256)) + b"\0\0"
+    tags = [(b"wtpt", xyz(0.9642, 1.0, 0.8249))]
+    if space == b"RGB ":
+        tags += [(b"rXYZ", xyz(0.4361, 0.2225, 0.0139)), (b"gXYZ", xyz(0.3851, 0.7169, 0.0971)),
+                 (b"bXYZ", xyz(0.1431, 0.0606, 0.7141)), (b"rTRC", gamma), (b"gTRC", gamma), (b"bTRC", gamma)]
+    else:
+        tags.append((b"kTRC", gamma))
+    tags.append((b"cprt", b"text\0\0\0\0" + text + b"\0"))
+    at = 128 + 4 + 12 * len(tags)
+    table, body = struct.pack(">I", len(tags)), b""
+    for sig, data in tags:
+        body += b"\0" * (-(at + len(body)) % 4)
+        table += sig + struct.pack(">II", at + len(body), len(data))
+        body += data
+    body += b"\0" * (-(at + len(body)) % 4)
+    header = (struct.pack(">I", at + len(body)) + b"none" + bytes([2, 0x10, 0, 0]) + b"mntr" + space + b"XYZ "
+              + b"\0" * 12 + b"acsp" + b"\0" * 24 + struct.pack(">I", 0) + struct.pack(">iii", 63190, 65536, 54061)
+              + b"\0" * 48)
+    assert len(header) == 128
+    return header + table + body
+
+
+def exif_with_orientation(orientation: int, order: str = "<") -> bytes:
+    """An EXIF block (a TIFF structure) whose only entry is the orientation."""
+    import struct
+
+    mark = b"II" if order == "<" else b"MM"
+    return (mark + struct.pack(order + "HI", 42, 8) + struct.pack(order + "H", 1)
+            + struct.pack(order + "HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(order + "I", 0))
+
+
+def jpeg_with_app1(image_rgb: np.ndarray, exif: bytes) -> bytes:
+    """A JPEG (OpenCV's encoder) with an APP1 Exif segment spliced in after SOI, as cameras write."""
+    import struct
+
+    import cv2
+
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image_rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 95])
+    assert ok
+    payload = b"Exif\0\0" + exif
+    segment = b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
+    data = buf.tobytes()
+    return data[:2] + segment + data[2:]
+
+
+def encode_with(image_rgb: np.ndarray, ext: str, exif: bytes | None = None, icc: bytes | None = None) -> bytes:
+    import cv2
+
+    kinds, blobs = [], []
+    if exif is not None:
+        kinds.append(cv2.IMAGE_METADATA_EXIF)
+        blobs.append(np.frombuffer(exif, np.uint8))
+    if icc is not None:
+        kinds.append(cv2.IMAGE_METADATA_ICCP)
+        blobs.append(np.frombuffer(icc, np.uint8))
+    image = image_rgb if image_rgb.ndim == 2 else cv2.cvtColor(image_rgb, cv2.COLOR_RGB2BGR if image_rgb.shape[2] == 3
+                                                               else cv2.COLOR_RGBA2BGRA)
+    ok, buf = cv2.imencodeWithMetadata(ext, image, kinds, blobs)
+    assert ok
+    return buf.tobytes()
+
+
+def metadata_of(path: Path) -> dict[int, bytes]:
+    import cv2
+
+    _, kinds, blobs = cv2.imdecodeWithMetadata(np.fromfile(str(path), np.uint8), flags=cv2.IMREAD_UNCHANGED)
+    return {int(k): np.asarray(b).tobytes() for k, b in zip(kinds, blobs)}
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_every_exif_orientation_reads_as_opencv_shows_it(tmp_path, make_image, order):
+    """read_image applies the EXIF orientation (1-8) as OpenCV's own 8-bit decode does, and keeps
+    alpha and 16 bits, which that decode cannot."""
+    import cv2
+
+    rgb = make_image((5, 8, 3), seed=11)
+    for orientation in range(1, 9):
+        path = tmp_path / f"o{orientation}.png"
+        path.write_bytes(encode_with(rgb, ".png", exif_with_orientation(orientation, order)))
+        shown = cv2.cvtColor(cv2.imread(str(path), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # OpenCV applies it
+        assert shown.shape[:2] == ((8, 5) if orientation >= 5 else (5, 8))
+        np.testing.assert_array_equal(read_image(path), shown)
+        rgba16 = np.concatenate([rgb, rgb[..., :1]], axis=-1).astype(np.uint16) * 257  # alpha = red
+        path.write_bytes(encode_with(rgba16, ".png", exif_with_orientation(orientation, order)))
+        deep = read_image(path)
+        assert deep.dtype == np.uint16 and deep.shape[2] == 4
+        np.testing.assert_array_equal(deep[..., :3] // 257, shown)
+        np.testing.assert_array_equal(deep[..., 3], deep[..., 0])
+
+
+def test_a_sideways_camera_jpeg_is_upscaled_upright(tmp_path, cpu_engine, make_image):
+    """A JPEG stored landscape with EXIF orientation 6 (a phone held upright): the output is portrait
+    as a viewer shows the input, and carries no orientation tag that would turn it again."""
+    import cv2
+
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "phone.jpg").write_bytes(jpeg_with_app1(make_image((6, 10, 3), seed=12), exif_with_orientation(6)))
+    stored = cv2.cvtColor(cv2.imread(str(src / "phone.jpg"), cv2.IMREAD_UNCHANGED), cv2.COLOR_BGR2RGB)
+    assert stored.shape == (6, 10, 3)  # landscape as stored
+    expected = upscale_image(np.ascontiguousarray(np.rot90(stored, -1)), cpu_engine, 2)  # turned clockwise
+    for fmt in ("png", None):
+        out = tmp_path / f"out-{fmt}"
+        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine, 2)
+        assert result.exit_code == 0 and not result.done[0].notes
+        dst = result.done[0].job.dst
+        assert read_image(dst).shape == (20, 12, 3)
+        assert cv2.IMAGE_METADATA_EXIF not in metadata_of(dst)
+        assert cv2.imread(str(dst), cv2.IMREAD_COLOR).shape == (20, 12, 3)  # a viewer turns nothing
+        if fmt == "png":
+            np.testing.assert_array_equal(read_image(dst), expected)
+
+
+@pytest.mark.parametrize("src_ext,fmt", [(".png", None), (".jpg", None), (".png", "webp"), (".webp", "jpg")])
+def test_the_icc_profile_is_kept_byte_for_byte(tmp_path, cpu_engine, make_image, src_ext, fmt):
+    import cv2
+
+    icc = make_icc()
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / f"a{src_ext}").write_bytes(encode_with(make_image((5, 6, 3), seed=13), src_ext, icc=icc))
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt=fmt), cpu_engine, 2)
+    assert result.exit_code == 0 and not result.done[0].notes
+    assert metadata_of(result.done[0].job.dst)[cv2.IMAGE_METADATA_ICCP] == icc
+
+
+def test_a_gray_profile_stays_with_a_gray_image_and_is_noted_where_the_output_turns_rgb(tmp_path, cpu_engine,
+                                                                                        make_image):
+    import cv2
+
+    icc = make_icc(b"GRAY")
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "g.png").write_bytes(encode_with(make_image((5, 6), seed=14), ".png", icc=icc))
+    gray = run_batch(plan_batch(src, tmp_path / "png"), cpu_engine, 2)
+    assert not gray.done[0].notes and metadata_of(tmp_path / "png" / "g.png")[cv2.IMAGE_METADATA_ICCP] == icc
+    webp = run_batch(plan_batch(src, tmp_path / "webp", fmt="webp"), cpu_engine, 2)  # WebP stores gray as RGB
+    assert webp.exit_code == 0
+    assert webp.done[0].notes == ("its ICC colour profile is not kept: it describes GRAY colours and the output "
+                                  "is RGB",)
+    assert cv2.IMAGE_METADATA_ICCP not in metadata_of(tmp_path / "webp" / "g.webp")
+
+
+def test_a_format_that_cannot_hold_the_profile_says_so(make_image):
+    from srgpu.imagefile import encode_image_data
+
+    encoded = encode_image_data(make_image((4, 4, 3)), ".bmp", icc=make_icc())
+    assert encoded.notes == ("its ICC colour profile is not kept: .bmp files cannot hold one",)
+    broken = encode_image_data(make_image((4, 4, 3)), ".png", icc=b"\0\0\0\x10" + b"x" * 12 + b"RGB " + b"y" * 20)
+    assert broken.notes == ("its ICC colour profile is not kept: it is malformed",)
+
+
+def make_tiff(image: np.ndarray, icc: bytes | None = None, orientation: int | None = None, order: str = "<") -> bytes:
+    """A minimal uncompressed 8-bit TIFF written by hand (one strip), with the given tags."""
+    import struct
+
+    h, w = image.shape[:2]
+    spp = 1 if image.ndim == 2 else image.shape[2]
+    pixels = np.ascontiguousarray(image).tobytes()
+    tags = 9 + (icc is not None) + (orientation is not None)
+    blobs = bytearray()
+    base = 8 + 2 + 12 * tags + 4
+
+    def put(data: bytes) -> int:
+        at = base + len(blobs)
+        blobs.extend(data + b"\0" * (len(data) % 2))
+        return at
+
+    bits = put(struct.pack(order + "H" * spp, *[8] * spp)) if spp > 2 else None
+    icc_at = put(icc) if icc is not None else None
+    data_at = put(pixels)
+
+    def entry(tag, kind, count, value):
+        if kind == 3 and count == 1:
+            return struct.pack(order + "HHIHH", tag, kind, count, value, 0)
+        return struct.pack(order + "HHII", tag, kind, count, value)
+
+    entries = [entry(256, 4, 1, w), entry(257, 4, 1, h), entry(258, 3, spp, bits) if bits else entry(258, 3, 1, 8),
+               entry(259, 3, 1, 1), entry(262, 3, 1, 2 if spp >= 3 else 1), entry(273, 4, 1, data_at)]
+    if orientation is not None:
+        entries.append(entry(274, 3, 1, orientation))
+    entries += [entry(277, 3, 1, spp), entry(278, 4, 1, h), entry(279, 4, 1, len(pixels))]
+    if icc is not None:
+        entries.append(entry(34675, 7, len(icc), icc_at))
+    mark = b"II" if order == "<" else b"MM"
+    return (mark + struct.pack(order + "HI", 42, 8) + struct.pack(order + "H", tags) + b"".join(entries)
+            + struct.pack(order + "I", 0) + bytes(blobs))
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_a_tiff_keeps_its_icc_profile_and_its_orientation_is_applied_once(tmp_path, cpu_engine, make_image, order):
+    from srgpu.imagemeta import tiff_icc
+
+    icc = make_icc()
+    rgb = make_image((5, 8, 3), seed=15)
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "scan.tif").write_bytes(make_tiff(rgb, icc=icc, orientation=6, order=order))
+    assert read_image(src / "scan.tif").shape == (8, 5, 3)  # upright (libtiff applies a TIFF's own tag)
+    np.testing.assert_array_equal(read_image(src / "scan.tif"), np.rot90(rgb, -1))
+    for fmt, ext in ((None, ".tif"), ("png", ".png")):
+        out = tmp_path / f"out-{ext.lstrip('.')}"
+        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine, 2)
+        assert result.exit_code == 0 and not result.done[0].notes
+        dst = result.done[0].job.dst
+        assert dst.suffix == ext
+        np.testing.assert_array_equal(read_image(dst), upscale_image(np.ascontiguousarray(np.rot90(rgb, -1)),
+                                                                     cpu_engine, 2))
+        assert (tiff_icc(dst.read_bytes()) if ext == ".tif" else metadata_of(dst)[2]) == icc
