@@ -404,3 +404,21 @@ def test_output_problems_are_one_line_before_the_engine_starts(tmp_path, image, 
     one_error_line(r, fragment)
     assert "device:" not in r.stderr  # refused before an engine was made
     assert not (tmp_path / "seq.mp4").exists() and list(read_only_dir.iterdir()) == []
+
+
+def test_output_folder_inside_the_input_never_replaces_an_input(tmp_path, make_image, random_npz):
+    """srgpu upscale t -o t/sub --overwrite, with t/a.png and t/sub/a.png: the user's t/sub/a.png stays,
+    the run says it refused it, counts it and exits 1."""
+    t = tmp_path / "t"
+    (t / "sub").mkdir(parents=True)
+    write_image_atomic(t / "a.png", make_image((5, 5, 3), seed=1))
+    write_image_atomic(t / "b.png", make_image((5, 5, 3), seed=2))
+    (t / "sub" / "a.png").write_bytes(b"the user's original")
+    r = srgpu("upscale", t, "-o", t / "sub", "--overwrite", "--model", random_npz, "--device", "cpu")
+    assert r.exit_code == 1
+    assert f"srgpu: error: {t / 'sub' / 'a.png'}: is a file of the input folder" in r.stderr
+    assert "1 upscaled, 0 skipped (output exists), 1 failed" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == f"srgpu: error: 1 of 2 files failed: {t / 'a.png'}"
+    assert (t / "sub" / "a.png").read_bytes() == b"the user's original"
+    again = srgpu("upscale", t, "-o", t / "sub", "--model", random_npz, "--device", "cpu")
+    assert again.exit_code == 1 and "0 upscaled, 1 skipped (output exists), 1 failed" in again.stdout
