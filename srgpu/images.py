@@ -3,7 +3,9 @@
 The CLI plans a batch with :func:`plan_batch`, runs it with :func:`run_batch` and prints the
 :class:`BatchResult`. Per-file problems (a corrupt image, a video that fails) are collected in the
 result and the rest of the batch goes on; problems with the request itself (missing input, missing
-output directory, output equal to input, output exists) raise :class:`BatchError` before any work.
+or unwritable output directory, output equal to input, output exists) raise :class:`BatchError`
+before any work. A folder run resumes from the manifest it keeps in the output folder
+(srgpu.manifest; what it skips, redoes or leaves alone: ``_Resume``), and never replaces an input.
 """
 
 from __future__ import annotations
