@@ -197,8 +197,10 @@ def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, over
 
     One file: ``output_path`` is the output file, or an existing folder to put it in; its folder must
     exist; an existing output needs ``overwrite``. A folder: the tree is mirrored under
-    ``output_path`` (created if its parent exists); outputs that exist are skipped unless
-    ``overwrite``; files that are neither images nor videos are reported as failures.
+    ``output_path`` (created if its parent exists; a name that looks like a file must be an existing
+    folder); files that are neither images nor videos are reported as failures, and run_batch
+    decides what becomes of outputs that exist. The folder written into is checked to be writable
+    here (a temporary created and removed), so that a run never computes what it cannot write.
     """
     input_path, output_path = Path(input_path), Path(output_path)
     _check_format(fmt)
