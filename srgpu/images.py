@@ -720,6 +720,8 @@ def _run_video(job: Job, overwrite: bool, engine: Engine, scale: int, video: Vid
                                       progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
+    except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept
+        return Outcome(job, "failed", str(e))
     w, h = result.output_size
     detail = f"{result.frames} frames, {w}x{h}, {result.codec} {result.pix_fmt}, {result.fps:.1f} fps"
     if result.decoder != "software":  # NVDEC decoded some or all of it

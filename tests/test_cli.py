@@ -422,3 +422,22 @@ def test_output_folder_inside_the_input_never_replaces_an_input(tmp_path, make_i
     assert (t / "sub" / "a.png").read_bytes() == b"the user's original"
     again = srgpu("upscale", t, "-o", t / "sub", "--model", random_npz, "--device", "cpu")
     assert again.exit_code == 1 and "0 upscaled, 1 skipped (output exists), 1 failed" in again.stdout
+
+
+@needs_video
+def test_a_file_that_appears_while_a_single_video_is_upscaled_is_one_error_line(tiny_clip, tmp_path, random_npz,
+                                                                                 monkeypatch):
+    from srgpu.engine.cpu import CPUEngine
+
+    out = tmp_path / "big.mp4"
+    real = CPUEngine.upscale_frame
+
+    def intruding(self, planes, specs, max_value):  # another program takes the name mid-run
+        if not out.exists():
+            out.write_bytes(b"someone else's video")
+        return real(self, planes, specs, max_value)
+
+    monkeypatch.setattr(CPUEngine, "upscale_frame", intruding)
+    r = srgpu("upscale", tiny_clip, "-o", out, "--model", random_npz, "--device", "cpu", "--crf", "35")
+    one_error_line(r, "a file appeared there while srgpu was working")
+    assert out.read_bytes() == b"someone else's video"

@@ -1028,3 +1028,20 @@ def test_a_tiff_keeps_its_icc_profile_and_its_orientation_is_applied_once(tmp_pa
         np.testing.assert_array_equal(read_image(dst), upscale_image(np.ascontiguousarray(np.rot90(rgb, -1)),
                                                                      cpu_engine, 2))
         assert (tiff_icc(dst.read_bytes()) if ext == ".tif" else metadata_of(dst)[2]) == icc
+
+
+def test_a_file_that_appears_during_a_video_is_kept_and_that_video_fails_in_one_line(tmp_path, cpu_engine):
+    """The video's output is published by srgpu.video, which raises outputs' OutputExistsError:
+    a failed outcome for that video (was an exception that stopped the batch), the rest goes on."""
+    from test_video import make_clip
+
+    src = tmp_path / "in"
+    src.mkdir()
+    make_clip(src / "a.mkv", size="16x12", frames=3)
+    make_clip(src / "b.mkv", size="16x12", frames=3)
+    out = tmp_path / "out"
+    result = run_batch(plan_batch(src, out), _intruding_engine(cpu_engine, out / "a.mkv", at=2), 2)
+    assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.mkv", "failed"), ("b.mkv", "done")]
+    assert "appeared" in result.failed[0].message and "\n" not in result.failed[0].message
+    assert (out / "a.mkv").read_bytes() == b"someone else's file"
+    assert names_in(out) == ["a.mkv", "b.mkv"]
