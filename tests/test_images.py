@@ -571,9 +571,13 @@ def test_an_output_file_name_taken_by_a_folder_is_a_clear_error_before_the_work(
     img = tmp_path / "a.png"
     write_image_atomic(img, make_image((4, 5, 3)))
     (tmp_path / "x.png" / "a.png").mkdir(parents=True)  # the output's name is a folder
+    (tmp_path / "clip.mp4").write_bytes(b"\0" * 64)  # a video input: the same rule
+    (tmp_path / "v" / "clip.mp4").mkdir(parents=True)
     for overwrite in (False, True):
         with pytest.raises(BatchError, match="is a folder"):
             plan_batch(img, tmp_path / "x.png", overwrite=overwrite)
+        with pytest.raises(BatchError, match="is a folder"):
+            plan_batch(tmp_path / "clip.mp4", tmp_path / "v", overwrite=overwrite)
     # in a folder run, that file fails before it is upscaled and the rest goes on
     src = tmp_path / "in"
     src.mkdir()
