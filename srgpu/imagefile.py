@@ -1,24 +1,67 @@
-"""Reading and writing image files: RGB(A)/gray, 8 or 16 bits, written atomically."""
+"""Reading and writing image files: RGB(A)/gray, 8 or 16 bits, written atomically.
+
+Images are read the way a viewer shows them: an EXIF orientation is applied to the pixels (and no
+orientation tag is written, so the output looks the same). The ICC colour profile is read with
+the image and written into outputs whose format can hold it; where one cannot, the write says so
+in a note instead of dropping it silently.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
 from . import outputs
+from .imagemeta import add_tiff_icc, exif_orientation, icc_colour_space, icc_well_formed, tiff_icc, upright
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
+# where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.imagemeta)
+_ICC_BY_OPENCV = frozenset({".png", ".jpg", ".jpeg", ".webp"})
+_TIFF = frozenset({".tif", ".tiff"})
+_STORED_AS_RGB = frozenset({".webp"})  # WebP has no gray: OpenCV writes a gray image as RGB
 
 
 class ImageFileError(ValueError):
     """An image that cannot be read or written; the message names the file."""
 
 
+@dataclass(frozen=True)
+class ImageData:
+    """A decoded image, upright, and what of its file's metadata srgpu carries over."""
+
+    pixels: np.ndarray  # uint8/uint16: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA
+    icc: bytes | None = None  # the ICC colour profile, as stored in the file
+    orientation: int = 1  # the EXIF orientation the file gave (already applied to pixels)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A file written by write_image_atomic: its size, and what of the image it could not hold."""
+
+    size: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """An encoded file, and what of the image it could not hold."""
+
+    data: bytes
+    notes: tuple[str, ...] = ()
+
+
 def read_image(path: str | Path) -> np.ndarray:
-    """-> uint8 or uint16 array: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA."""
+    """-> uint8 or uint16 array, upright: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA."""
+    return read_image_data(path).pixels
+
+
+def read_image_data(path: str | Path) -> ImageData:
+    """The image of ``path`` upright (EXIF orientation applied; libtiff applies a TIFF's own) and its
+    ICC profile."""
     path = Path(path)
     if not path.is_file():
         raise ImageFileError(f"{path}: no such file")
@@ -26,7 +69,7 @@ def read_image(path: str | Path) -> np.ndarray:
         data = np.fromfile(str(path), dtype=np.uint8)
     except OSError as e:  # permissions, I/O errors
         raise ImageFileError(f"{path}: cannot read ({e.strerror or e})") from None
-    image = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    image, exif, icc = _decode(data) if data.size else (None, None, None)
     if image is None:
         raise ImageFileError(f"{path}: not a readable image (corrupt or unsupported format)")
     if image.dtype not in (np.uint8, np.uint16):
@@ -36,10 +79,31 @@ def read_image(path: str | Path) -> np.ndarray:
     if image.ndim == 3:
         code = cv2.COLOR_BGRA2RGBA if image.shape[2] == 4 else cv2.COLOR_BGR2RGB
         image = cv2.cvtColor(image, code)
-    return image
+    orientation = exif_orientation(exif) if exif else 1
+    return ImageData(upright(image, orientation), icc, orientation)
+
+
+def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | None]:
+    """(image as OpenCV decodes it unchanged, EXIF block, ICC profile). IMREAD_UNCHANGED keeps alpha
+    and 16 bits but ignores the EXIF orientation, which read_image_data applies."""
+    image, kinds, blobs = cv2.imdecodeWithMetadata(data, flags=cv2.IMREAD_UNCHANGED)
+    if image is None or image.size == 0:
+        return None, None, None
+    found = {int(k): np.asarray(b).tobytes() for k, b in zip(kinds, blobs)}
+    icc = found.get(cv2.IMAGE_METADATA_ICCP)
+    if icc is None and data[:4].tobytes() in (b"II*\x00", b"MM\x00*"):  # OpenCV reads no TIFF profile
+        icc = tiff_icc(data.tobytes())
+    return image, found.get(cv2.IMAGE_METADATA_EXIF), icc
 
 
 def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> bytes:
+    return encode_image_data(image, extension, jpeg_quality=jpeg_quality).data
+
+
+def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = None,
+                      jpeg_quality: int = 95) -> Encoded:
+    """The file's bytes, with ``icc`` embedded where the format can hold it (else a note says it
+    was not kept, and why)."""
     ext = extension.lower()
     if image.ndim == 3:
         code = cv2.COLOR_RGBA2BGRA if image.shape[2] == 4 else cv2.COLOR_RGB2BGR
@@ -49,26 +113,60 @@ def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> b
         params = [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality]
     elif ext == ".webp":
         params = [cv2.IMWRITE_WEBP_QUALITY, 101]  # >100 selects lossless
+    problem = _icc_problem(icc, ext, image) if icc else None
+    if icc and problem is None:
+        data = _encode_with_icc(image, ext, params, icc)
+        if data is not None:
+            return Encoded(data)
+        problem = f"the {ext.lstrip('.').upper()} encoder refused it"
     ok, buf = cv2.imencode(ext, image, params)
     if not ok:
         raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
-    return buf.tobytes()
+    notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
+    return Encoded(buf.tobytes(), notes)
 
 
-def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True) -> None:
-    """Encode, write under srgpu's temporary name in the target directory, then publish it
-    (srgpu.outputs): an interrupted run never leaves a truncated file under the final name, and
-    without ``replace`` a file that appeared at ``path`` meanwhile is never replaced
-    (OutputExistsError)."""
+def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
+    """Why ``icc`` cannot go into this output, or None."""
+    if ext not in _ICC_BY_OPENCV and ext not in _TIFF:
+        return f"{ext} files cannot hold one"
+    if not icc_well_formed(icc):  # checked here: libpng would print its own error before refusing it
+        return "it is malformed"
+    gray = image.ndim == 2 and ext not in _STORED_AS_RGB
+    space = icc_colour_space(icc)
+    if space != ("GRAY" if gray else "RGB"):  # a CMYK JPEG's profile, a gray profile on an RGB file...
+        return f"it describes {space or 'unknown'} colours and the output is {'gray' if gray else 'RGB'}"
+    return None
+
+
+def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes) -> bytes | None:
+    """The encoded file with its ICC profile, or None where the encoder will not take the profile."""
+    if ext in _TIFF:
+        ok, buf = cv2.imencode(ext, image, params)
+        return add_tiff_icc(buf.tobytes(), icc) if ok else None
+    try:
+        ok, buf = cv2.imencodeWithMetadata(ext, image, [cv2.IMAGE_METADATA_ICCP],
+                                           [np.frombuffer(icc, np.uint8)], params)
+    except cv2.error:
+        return None
+    return buf.tobytes() if ok and buf is not None else None
+
+
+def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None) -> Written:
+    """Encode (with the ICC profile ``icc`` where the format holds it), write under srgpu's
+    temporary name in the target directory, then publish it (srgpu.outputs): an interrupted run
+    never leaves a truncated file under the final name, and without ``replace`` a file that
+    appeared at ``path`` meanwhile is never replaced (OutputExistsError)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
-    data = encode_image(image, path.suffix)
+    encoded = encode_image_data(image, path.suffix, icc)
     tmp, fd = outputs.create_temp(path)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(encoded.data)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     outputs.publish(tmp, path, replace)
+    return Written(len(encoded.data), encoded.notes)

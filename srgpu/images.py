@@ -3,25 +3,31 @@
 The CLI plans a batch with :func:`plan_batch`, runs it with :func:`run_batch` and prints the
 :class:`BatchResult`. Per-file problems (a corrupt image, a video that fails) are collected in the
 result and the rest of the batch goes on; problems with the request itself (missing input, missing
-output directory, output equal to input, output exists) raise :class:`BatchError` before any work.
+or unwritable output directory, output equal to input, output exists) raise :class:`BatchError`
+before any work. A folder run resumes from the manifest it keeps in the output folder
+(srgpu.manifest; what it skips, redoes or leaves alone: ``_Resume``), and never replaces an input.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 import numpy as np
 
+from . import outputs
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
-from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image, write_image_atomic
+from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, Written, read_image_data, write_image_atomic
+from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
+from .outputs import OutputExistsError
 
 # Video support is its own package; images work in a build without it. Only a missing module
 # counts as "no video support": an import error inside it is a bug and surfaces as one.
@@ -89,7 +95,9 @@ class Outcome:
     status: Status
     message: str = ""  # why it was skipped or what failed; for a video done, what was written
     seconds: float = 0.0
-    notes: tuple[str, ...] = ()  # what was done differently from the source, and why (videos)
+    notes: tuple[str, ...] = ()  # what was done differently from the source, and why
+    redone: bool = False  # done, replacing an output srgpu had made before (a note says why)
+    unrecorded: bool = False  # skipped: the output exists and srgpu has no record of making it
 
 
 @dataclass(frozen=True)
@@ -118,9 +126,13 @@ class BatchResult:
         return 1 if self.failed else 0
 
     def summary(self) -> str:
-        parts = [f"{len(self.done)} upscaled", f"{len(self.skipped)} skipped (output exists)",
-                 f"{len(self.failed)} failed"]
-        return ", ".join(parts) + f" in {self.seconds:.1f} s"
+        redone = sum(o.redone for o in self.done)
+        unrecorded = sum(o.unrecorded for o in self.skipped)
+        done = f"{len(self.done)} upscaled" + (f" ({redone} redone)" if redone else "")
+        skipped = f"{len(self.skipped)} skipped (output exists" + (
+            f"; {unrecorded} not recorded as made by srgpu, left as they are: --overwrite replaces them"
+            if unrecorded else "") + ")"
+        return ", ".join([done, skipped, f"{len(self.failed)} failed"]) + f" in {self.seconds:.1f} s"
 
 
 @dataclass(frozen=True)
@@ -185,8 +197,10 @@ def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, over
 
     One file: ``output_path`` is the output file, or an existing folder to put it in; its folder must
     exist; an existing output needs ``overwrite``. A folder: the tree is mirrored under
-    ``output_path`` (created if its parent exists); outputs that exist are skipped unless
-    ``overwrite``; files that are neither images nor videos are reported as failures.
+    ``output_path`` (created if its parent exists; a name that looks like a file must be an existing
+    folder); files that are neither images nor videos are reported as failures, and run_batch
+    decides what becomes of outputs that exist. The folder written into is checked to be writable
+    here (a temporary created and removed), so that a run never computes what it cannot write.
     """
     input_path, output_path = Path(input_path), Path(output_path)
     _check_format(fmt)
@@ -198,6 +212,21 @@ def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, over
     return _plan_file(input_path, output_path, fmt, overwrite)
 
 
+def _check_writable(folder: Path) -> None:
+    """One look before any work (instead of one error per file after each was computed): create and
+    remove a temporary of srgpu's own naming in ``folder``."""
+    try:
+        tmp, fd = outputs.create_temp(folder / ".srgpu-write-check")
+        os.close(fd)
+        tmp.unlink()
+    except OSError as e:
+        raise BatchError(f"{folder}: cannot write there ({e.strerror or e})") from None
+
+
+def _looks_like_a_file(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_EXTENSIONS or is_video(path)
+
+
 def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
     kind = media_kind(src)
     if kind == "unsupported":
@@ -206,6 +235,8 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
         out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else _video_suffix(src)))
     elif not out.parent.is_dir():
         raise BatchError(f"{out.parent}: output directory does not exist")
+    if out.is_dir():  # the name the output would take inside the folder given
+        raise BatchError(f"{out}: is a folder, so the output cannot be written under that name")
     if kind == "image":
         if out.suffix.lower() not in IMAGE_EXTENSIONS:
             raise BatchError(f"{out}: cannot write an image with extension {out.suffix or '(none)'!r}")
@@ -218,6 +249,7 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
         raise BatchError(f"{out}: output is the input file")
     if out.exists() and not overwrite:
         raise BatchError(f"{out}: output exists (use --overwrite to replace it)")
+    _check_writable(out.parent)
     return Plan((Job(src, out, kind),), single=True, overwrite=overwrite, input_root=src.parent,
                 output_root=out.parent)
 
@@ -227,8 +259,12 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         raise BatchError(f"{out_dir}: output folder is the input folder")
     if out_dir.exists() and not out_dir.is_dir():
         raise BatchError(f"{out_dir}: output for a folder must be a folder, and this is a file")
-    if not out_dir.exists() and not out_dir.parent.is_dir():
-        raise BatchError(f"{out_dir.parent}: output directory does not exist")
+    if not out_dir.exists():
+        if _looks_like_a_file(out_dir):  # e.g. -o seq.mp4: never a folder named like a file
+            raise BatchError(f"{out_dir}: a folder input needs an output folder, and this names a file "
+                             "(create the folder first to use that name)")
+        if not out_dir.parent.is_dir():
+            raise BatchError(f"{out_dir.parent}: output directory does not exist")
     exclude = out_dir if _inside(out_dir, src_dir) else None
     jobs = []
     claimed: dict[Path, Path] = {}
@@ -248,6 +284,7 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         jobs.append(Job(src, dst, kind, problem))
     if not jobs:
         raise BatchError(f"{src_dir}: no files to upscale")
+    _check_writable(out_dir if out_dir.is_dir() else out_dir.parent)
     return Plan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
 
 
@@ -300,15 +337,18 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
 
 
-def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int) -> None:
-    write_image_atomic(dst, _upscaled_for(src, dst, engine, scale))
+def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int, replace: bool = True) -> Written:
+    """Upscale the file ``src`` into ``dst`` (upright, its ICC profile kept where dst's format
+    holds one: the result's notes say what was not)."""
+    image = _upscaled_for(src, dst, engine, scale)
+    return write_image_atomic(dst, image.pixels, replace=replace, icc=image.icc)
 
 
-def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> np.ndarray:
-    """``src`` read and upscaled, ready to be written to ``dst``'s format."""
-    image = read_image(src)
-    _check_alpha(image, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    return fit_to_format(upscale_image(image, engine, scale), dst.suffix, src)
+def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> ImageData:
+    """``src`` read (upright) and upscaled, ready to be written to ``dst``'s format."""
+    image = read_image_data(src)
+    _check_alpha(image.pixels, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
+    return replace(image, pixels=fit_to_format(upscale_image(image.pixels, engine, scale), dst.suffix, src))
 
 
 # ---------------------------------------------------------------- the batch
@@ -318,6 +358,166 @@ FileCallback = Callable[[Job], None]
 OutcomeCallback = Callable[[Outcome], None]
 FramesCallback = Callable[[int, "int | None"], None]
 
+# Raise when srgpu's image processing changes what the same source, model and scale give, so that
+# a resumed folder run redoes the outputs made before. Device and precision are not part of a
+# run's settings: every engine meets the accuracy bar (within one 8-bit level of fp32), and a
+# resume should not redo a folder because it runs on another machine.
+IMAGE_PIPELINE = 1
+_VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream")
+
+
+@dataclass(frozen=True)
+class _Go:
+    """A job that is to run: whether publishing its output may replace what is at its name, the
+    source as it was before it was read, and why an existing output is made again ('' if not)."""
+
+    replace: bool
+    source: Fingerprint | None = None
+    redo: str = ""
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return (f"redone: {self.redo}",) if self.redo else ()
+
+
+def _image_settings(engine: Engine, scale: int) -> Settings:
+    model = engine.model
+    return Settings.of({"scale": scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
+                        "pipeline": IMAGE_PIPELINE}, label=model.name)
+
+
+def _video_settings(image: Settings, video: VideoSettings) -> Settings:
+    encoder = {"codec": video.codec, "crf": video.crf, "preset": video.preset, "pix_fmt": video.pix_fmt,
+               "encoder_args": list(video.extra_args), "video_stream": video.video_stream}
+    return Settings.of({**dict(image.values), **encoder}, label=image.label)
+
+
+def _differences(old: dict, new: Settings) -> str:
+    """How the settings an output was made with differ from this run's, in words."""
+    values = old.get("values")
+    if not isinstance(values, dict):
+        return "with settings srgpu has no record of"
+    now = json.loads(json.dumps(dict(new.values)))  # as they would read back from the manifest
+    changed = [k for k in sorted(set(values) | set(now)) if values.get(k) != now.get(k)]
+    words = []
+    if "scale" in changed:
+        words.append(f"with scale {values.get('scale')} (now {now['scale']})")
+    if "arch" in changed or "weights" in changed:
+        words.append(f"with another model ({old.get('label') or values.get('arch')}; now {new.label or now['arch']})")
+    if "pipeline" in changed:
+        words.append("by another version of srgpu's image processing")
+    words += [f"with {k} {values.get(k)} (now {now.get(k)})" for k in _VIDEO_KEYS if k in changed]
+    return ", ".join(words) or "with other settings"
+
+
+def _file_ids(paths: Iterable[Path]) -> frozenset[tuple[int, int]]:
+    ids = set()
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        ids.add((st.st_dev, st.st_ino))
+    return frozenset(ids)
+
+
+class _Resume:
+    """What becomes of a folder job whose output exists, decided from the output folder's manifest
+    (srgpu.manifest), and the manifest kept up to date as outputs are written.
+
+    - An input file (any file the walk found, however reached: link, hard link) is never an
+      output, with or without --overwrite: failed. Where the output folder lies inside the input
+      folder, an existing file there that srgpu has no record of making is the user's (part of the
+      input tree): failed likewise.
+    - An output srgpu recorded, made with this run's settings from the unchanged source, and
+      still of the size it was written: skipped (done before), unless --overwrite.
+    - An output srgpu recorded but that is stale (other settings, a changed or other source, an
+      incomplete or changed file, a run killed while writing it): redone, and a note says why.
+    - Any other existing file: left as it is (skipped) unless --overwrite, whatever it holds:
+      srgpu never replaces a file it did not make unless told to.
+    """
+
+    def __init__(self, plan: Plan, engine: Engine, scale: int, video: VideoSettings) -> None:
+        self.plan = plan
+        self.manifest = Manifest.load(plan.output_root)
+        self.image = _image_settings(engine, scale)
+        self.video = _video_settings(self.image, video)
+        self.inputs = _file_ids(job.src for job in plan.jobs)
+
+    def decide(self, job: Job) -> Outcome | _Go:
+        try:
+            source = Fingerprint.of(job.src)
+        except OSError as e:
+            return Outcome(job, "failed", f"{job.src}: cannot read ({e.strerror or e})")
+        try:
+            st = job.dst.stat()
+        except FileNotFoundError:
+            return _Go(self.plan.overwrite, source)
+        except OSError as e:
+            return Outcome(job, "failed", f"{job.dst}: cannot look at the output ({e.strerror or e})")
+        if (st.st_dev, st.st_ino) in self.inputs:
+            return Outcome(job, "failed", f"{job.dst}: is one of the input files; an input is never replaced, "
+                                          "even with --overwrite")
+        rel = self._rel(job.dst, self.plan.output_root)
+        record = self.manifest.records.get(rel) if rel else None
+        interrupted = rel in self.manifest.pending
+        if record is None and not interrupted:
+            return self._unrecorded(job, source)
+        why = ("an earlier run was stopped while writing it" if interrupted
+               else self._stale(job, record, st.st_size, source))  # type: ignore[arg-type]
+        if not why and not self.plan.overwrite:
+            return Outcome(job, "skipped", f"{job.dst}: done by an earlier run with the same settings")
+        return _Go(True, source, why)
+
+    def _unrecorded(self, job: Job, source: Fingerprint) -> Outcome | _Go:
+        if _inside(job.dst, self.plan.input_root):
+            return Outcome(job, "failed", f"{job.dst}: is a file of the input folder {self.plan.input_root} that "
+                                          "srgpu did not make; an input is never replaced, even with --overwrite")
+        if self.plan.overwrite:
+            return _Go(True, source)
+        return Outcome(job, "skipped", f"{job.dst}: exists, and srgpu has no record of making it; left as it is "
+                                       "(--overwrite replaces it)", unrecorded=True)
+
+    def _stale(self, job: Job, record: Record, size: int, source: Fingerprint) -> str:
+        if size != record.size:
+            return f"the output is incomplete or was changed ({size} bytes, srgpu wrote {record.size})"
+        if record.source != self._rel(job.src, self.plan.input_root):
+            return f"the output was made from another source ({record.source})"
+        if record.fingerprint != source:
+            return "the source changed since the output was made"
+        settings = self._settings(job)
+        if record.settings != settings.key:
+            return "the output was made " + _differences(self.manifest.settings.get(record.settings, {}), settings)
+        return ""
+
+    def _settings(self, job: Job) -> Settings:
+        return self.video if job.kind == "video" else self.image
+
+    @staticmethod
+    def _rel(path: Path, root: Path) -> str | None:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            return None
+
+    def begin(self, job: Job) -> None:
+        if (rel := self._rel(job.dst, self.plan.output_root)) is not None:
+            self.manifest.begin(rel)
+
+    def finish(self, job: Job, go: _Go, size: int) -> None:
+        rel, src = self._rel(job.dst, self.plan.output_root), self._rel(job.src, self.plan.input_root)
+        if rel is None or src is None or go.source is None:
+            return
+        settings = self._settings(job)
+        self.manifest.finish(rel, Record(src, go.source.size, go.source.mtime_ns, size, settings.key), settings)
+
+    def abandon(self, job: Job) -> None:
+        if (rel := self._rel(job.dst, self.plan.output_root)) is not None:
+            self.manifest.abandon(rel)
+
+    def close(self) -> None:
+        self.manifest.close()
+
 
 class _WriteBehind:
     """Encodes and writes upscaled images on one background thread while the caller reads and
@@ -325,14 +525,15 @@ class _WriteBehind:
     through it, ready-made ones included, so they come back in job order. An exception that is
     not a per-file failure (e.g. KeyboardInterrupt) is raised again in the caller."""
 
-    def __init__(self) -> None:
+    def __init__(self, resume: _Resume | None = None) -> None:
+        self._resume = resume
         self._todo: queue.Queue = queue.Queue(maxsize=1)  # bounds the images held in memory
         self._done: queue.Queue = queue.Queue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="srgpu-image-writer", daemon=True)
         self._thread.start()
 
-    def put(self, item: tuple[Job, np.ndarray, float] | Outcome) -> None:
+    def put(self, item: tuple[Job, ImageData, float, _Go] | Outcome) -> None:
         self._todo.put(item)
         self._raise()
 
@@ -366,18 +567,32 @@ class _WriteBehind:
             if isinstance(item, Outcome):
                 self._done.put(item)
                 continue
-            job, image, started = item
+            job, image, started, go = item
             try:
-                write_image_atomic(job.dst, image)
-                outcome = Outcome(job, "done")
-            except ImageFileError as e:
-                outcome = Outcome(job, "failed", _naming(job.src, str(e)))
-            except (OSError, MemoryError) as e:
-                outcome = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
+                outcome = self._write(job, image, go)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                self._error = e
+                self._error = e  # (its 'begin' stays in the journal: the next run redoes the file)
                 continue
-            self._done.put(Outcome(job, outcome.status, outcome.message, time.perf_counter() - started))
+            self._done.put(replace(outcome, seconds=time.perf_counter() - started))
+
+    def _write(self, job: Job, image: ImageData, go: _Go) -> Outcome:
+        if self._resume:
+            self._resume.begin(job)
+        try:
+            written = write_image_atomic(job.dst, image.pixels, replace=go.replace, icc=image.icc)
+        except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
+            failed = Outcome(job, "failed", str(e))
+        except ImageFileError as e:
+            failed = Outcome(job, "failed", _naming(job.src, str(e)))
+        except (OSError, MemoryError) as e:
+            failed = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
+        else:
+            if self._resume:
+                self._resume.finish(job, go, written.size)
+            return Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo))
+        if self._resume:
+            self._resume.abandon(job)
+        return failed
 
 
 def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | None = None,
@@ -386,11 +601,17 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
     """Process every job of ``plan`` in order. Per-file errors (unreadable, corrupt, unsupported
     files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
     Ctrl-C stop it (no partial file is left under a final name either way). Images are written
-    on a background thread while the next one is upscaled; outcomes are reported in order."""
+    on a background thread while the next one is upscaled; outcomes are reported in order.
+
+    A folder run keeps a manifest in the output folder (srgpu.manifest) and resumes from it: see
+    ``_Resume`` for what becomes of outputs that exist. No output ever replaces a file that
+    appeared at its name during the run, unless ``plan.overwrite``."""
     video = video or VideoSettings()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
-    writer = _WriteBehind()
+    folders = _OutputFolders()
+    resume = None if plan.single else _Resume(plan, engine, scale, video)
+    writer = _WriteBehind(resume)
 
     def report(done: list[Outcome]) -> None:
         for outcome in done:
@@ -404,57 +625,103 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
             if on_start:
                 on_start(job)
             t0 = time.perf_counter()
-            outcome = _prepare(job, plan)
-            if outcome is not None:
-                writer.put(outcome)
+            go = _prepare(job, plan, folders, resume)
+            if isinstance(go, Outcome):
+                writer.put(go)
             elif job.kind == "image":
                 try:
-                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0))
+                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0, go))
                 except ImageFileError as e:
                     writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
                 except (OSError, MemoryError) as e:
                     writer.put(Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}", time.perf_counter() - t0))
             else:  # a video runs alone: the images before it are written first
                 report(writer.close())
-                writer = _WriteBehind()
-                result = _run_video(job, plan, engine, scale, video, on_frames)
-                report([Outcome(job, result.status, result.message, time.perf_counter() - t0, result.notes)])
+                writer = _WriteBehind(resume)
+                outcome = _video_job(job, go, engine, scale, video, on_frames, resume)
+                report([replace(outcome, seconds=time.perf_counter() - t0)])
+        report(writer.close())
     except BaseException:
         # what is being written completes or fails whole, never half, and is still reported
         report(writer.close(raise_errors=False))
         raise
-    report(writer.close())
+    finally:
+        if resume is not None:
+            resume.close()  # after the writer: every output it published is in the journal
     return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)
 
 
-def _prepare(job: Job, plan: Plan) -> Outcome | None:
-    """The job's outcome if it cannot or need not run (after creating its output folder)."""
+class _OutputFolders:
+    """The folders a batch writes into, each made ready once: created, and cleared of the
+    temporaries that killed srgpu runs left there (srgpu.outputs: only srgpu's own names, only where
+    their process is gone), with one look at each folder however many files go into it."""
+
+    def __init__(self) -> None:
+        self._ready: set[Path] = set()
+
+    def prepare(self, folder: Path) -> None:
+        if folder in self._ready:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        outputs.remove(outputs.stale_temps_in(folder))
+        self._ready.add(folder)
+
+
+def _prepare(job: Job, plan: Plan, folders: _OutputFolders, resume: _Resume | None) -> Outcome | _Go:
+    """The job's outcome if it cannot or need not run; else how it runs (its output folder made ready)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
     if job.problem:
         return Outcome(job, "failed", job.problem)
     if _same(job.src, job.dst):  # e.g. an input tree that contains the output tree's files
         return Outcome(job, "failed", f"{job.dst}: output would replace its input")
-    if job.dst.exists() and not plan.overwrite:
-        return Outcome(job, "skipped", f"{job.dst}: exists")
+    if job.dst.is_dir():
+        return Outcome(job, "failed", f"{job.dst}: is a folder, so the output cannot be written under that name")
+    if resume is not None:
+        go = resume.decide(job)
+    elif job.dst.exists() and not plan.overwrite:  # one file: planning refused this, unless it appeared since
+        go = Outcome(job, "failed", f"{job.dst}: output exists (use --overwrite to replace it)")
+    else:
+        go = _Go(plan.overwrite)
+    if isinstance(go, Outcome):
+        return go
     try:
-        job.dst.parent.mkdir(parents=True, exist_ok=True)
+        folders.prepare(job.dst.parent)
     except OSError as e:
         return Outcome(job, "failed", f"{job.dst.parent}: cannot create folder ({e.strerror or e})")
-    return None
+    return go
 
 
-def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSettings,
+def _video_job(job: Job, go: _Go, engine: Engine, scale: int, video: VideoSettings,
+               on_frames: FramesCallback | None, resume: _Resume | None) -> Outcome:
+    if resume:
+        resume.begin(job)
+    outcome = _run_video(job, go.replace, engine, scale, video, on_frames)
+    if resume and outcome.status == "done":
+        try:
+            resume.finish(job, go, job.dst.stat().st_size)
+        except OSError:
+            pass  # gone already: nothing to record
+    elif resume:
+        resume.abandon(job)
+    if outcome.status != "done" or not go.redo:
+        return outcome
+    return replace(outcome, notes=go.notes + outcome.notes, redone=True)
+
+
+def _run_video(job: Job, overwrite: bool, engine: Engine, scale: int, video: VideoSettings,
                on_frames: FramesCallback | None) -> Outcome:
     if _video is None:
         return Outcome(job, "failed", f"{job.src}: video support is not available in this installation")
     options = _video.EncodeOptions(codec=video.codec, crf=video.crf, preset=video.preset,
                                    pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
-        result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
+        result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=overwrite,
                                       progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
+    except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept
+        return Outcome(job, "failed", str(e))
     w, h = result.output_size
     detail = f"{result.frames} frames, {w}x{h}, {result.codec} {result.pix_fmt}, {result.fps:.1f} fps"
     if result.decoder != "software":  # NVDEC decoded some or all of it

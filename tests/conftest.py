@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +114,33 @@ def make_image():
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A folder nothing can be created in: mode 0555, or for root (who ignores modes) the immutable
+    attribute; skipped where neither holds."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    root = os.geteuid() == 0
+    if root and not shutil.which("chattr"):
+        pytest.skip("running as root without chattr: no folder is read-only to root")
+    if root:
+        subprocess.run(["chattr", "+i", str(folder)], capture_output=True)
+    else:
+        folder.chmod(0o555)
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            yield folder
+        else:
+            pytest.skip("cannot make a folder read-only here")
+    finally:
+        if root:
+            subprocess.run(["chattr", "-i", str(folder)], capture_output=True)
+        else:
+            folder.chmod(0o755)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

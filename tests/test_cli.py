@@ -394,3 +394,58 @@ def test_info_reports_the_nvrtc_cupy_would_use():
         want = None
     assert cuda_status().nvrtc == want
     assert f"nvrtc {want or '-'}" in srgpu("info").stdout
+
+
+@pytest.mark.parametrize("case", ["unwritable", "folder named like a file", "output name taken by a folder"])
+def test_output_problems_are_one_line_before_the_engine_starts(tmp_path, image, random_npz, read_only_dir, case):
+    src = tmp_path / "photos"
+    src.mkdir()
+    write_image_atomic(src / "a.png", read_image(image))
+    if case == "unwritable":
+        args, fragment = (src, "-o", read_only_dir), f"{read_only_dir}: cannot write there"
+    elif case == "folder named like a file":
+        args, fragment = (src, "-o", tmp_path / "seq.mp4"), "a folder input needs an output folder"
+    else:
+        (tmp_path / "x.png" / "in.png").mkdir(parents=True)
+        args, fragment = (image, "-o", tmp_path / "x.png", "--overwrite"), "is a folder"
+    r = srgpu("upscale", *args, "--model", random_npz, "--device", "cpu")
+    one_error_line(r, fragment)
+    assert "device:" not in r.stderr  # refused before an engine was made
+    assert not (tmp_path / "seq.mp4").exists() and list(read_only_dir.iterdir()) == []
+
+
+def test_output_folder_inside_the_input_never_replaces_an_input(tmp_path, make_image, random_npz):
+    """srgpu upscale t -o t/sub --overwrite, with t/a.png and t/sub/a.png: the user's t/sub/a.png stays,
+    the run says it refused it, counts it and exits 1."""
+    t = tmp_path / "t"
+    (t / "sub").mkdir(parents=True)
+    write_image_atomic(t / "a.png", make_image((5, 5, 3), seed=1))
+    write_image_atomic(t / "b.png", make_image((5, 5, 3), seed=2))
+    (t / "sub" / "a.png").write_bytes(b"the user's original")
+    r = srgpu("upscale", t, "-o", t / "sub", "--overwrite", "--model", random_npz, "--device", "cpu")
+    assert r.exit_code == 1
+    assert f"srgpu: error: {t / 'sub' / 'a.png'}: is a file of the input folder" in r.stderr
+    assert "1 upscaled, 0 skipped (output exists), 1 failed" in r.stdout
+    assert r.stderr.strip().splitlines()[-1] == f"srgpu: error: 1 of 2 files failed: {t / 'a.png'}"
+    assert (t / "sub" / "a.png").read_bytes() == b"the user's original"
+    again = srgpu("upscale", t, "-o", t / "sub", "--model", random_npz, "--device", "cpu")
+    assert again.exit_code == 1 and "0 upscaled, 1 skipped (output exists), 1 failed" in again.stdout
+
+
+@needs_video
+def test_a_file_that_appears_while_a_single_video_is_upscaled_is_one_error_line(tiny_clip, tmp_path, random_npz,
+                                                                                 monkeypatch):
+    from srgpu.engine.cpu import CPUEngine
+
+    out = tmp_path / "big.mp4"
+    real = CPUEngine.upscale_frame
+
+    def intruding(self, planes, specs, max_value):  # another program takes the name mid-run
+        if not out.exists():
+            out.write_bytes(b"someone else's video")
+        return real(self, planes, specs, max_value)
+
+    monkeypatch.setattr(CPUEngine, "upscale_frame", intruding)
+    r = srgpu("upscale", tiny_clip, "-o", out, "--model", random_npz, "--device", "cpu", "--crf", "35")
+    one_error_line(r, "a file appeared there while srgpu was working")
+    assert out.read_bytes() == b"someone else's video"
