@@ -101,9 +101,11 @@ class Reader(ffmpeg.Child):
     # ---------------------------------------------------------------- stderr side
 
     def _on_line(self, line: str) -> bool:
-        if _BENIGN in line:  # our raw pipe's muxer on out-of-order source timestamps (repaired below)
-            return True
+        # a message from another thread may come glued to showinfo's unfinished line: the frame
+        # line is parsed whatever is glued to it
         if _SHOWINFO not in line:
+            if _BENIGN in line:  # our raw pipe's muxer on out-of-order source timestamps (repaired below)
+                return True
             if self._error_at is None and ffmpeg.split_level(line)[0] in ffmpeg.ERROR_LEVELS:
                 self._error_at = (self._logged, self._logged_pts)
             return False
