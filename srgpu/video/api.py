@@ -229,7 +229,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                              f"(it takes: {' '.join(supported)})")
         enc_pix_fmt = options.pix_fmt
     else:
-        enc_pix_fmt, note = choose_encoder_format(layout, supported)
+        enc_pix_fmt, note = choose_encoder_format(layout, supported, options.codec)
         if note:
             notes.append(note)
     enc_layout = source_format(enc_pix_fmt).layout
@@ -327,12 +327,18 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
 
 
 def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:
-    """setparams options that carry the source's colour tags onto the upscaled frames."""
+    """setparams options that carry the source's colour tags onto the upscaled frames; an RGB
+    source's frames are tagged as the reader's vf_extra made them, BT.709 limited range (its
+    primaries and transfer stay the source's)."""
     known = lambda v: v is not None and v not in ("unknown", "reserved")  # noqa: E731
     params: list[tuple[str, str]] = []
     if rgb:
-        return [("range", "tv"), ("colorspace", "bt709")] + (
-            [("color_primaries", stream.color_primaries)] if known(stream.color_primaries) else [])
+        params = [("range", "tv"), ("colorspace", "bt709")]
+        if known(stream.color_primaries):
+            params.append(("color_primaries", stream.color_primaries))  # type: ignore[arg-type]
+        if known(stream.color_trc):
+            params.append(("color_trc", stream.color_trc))  # type: ignore[arg-type]
+        return params
     if known(stream.color_primaries):
         params.append(("color_primaries", stream.color_primaries))  # type: ignore[arg-type]
     if known(stream.color_trc):

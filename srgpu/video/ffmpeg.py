@@ -215,6 +215,15 @@ def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
     return tuple(m.group(1).split())
 
 
+@functools.lru_cache(maxsize=1)
+def pix_fmt_depths() -> dict[str, int]:
+    """Each pixel format this ffmpeg knows, with its deepest component in bits (``-pix_fmts``'s
+    BIT_DEPTHS column, e.g. gbrp12le 12, rgb48le 16, pal8 8)."""
+    out = run(["-hide_banner", "-pix_fmts"]).stdout
+    rows = re.finditer(r"^[IOHPB.]{5}\s+(\S+)\s+\d+\s+\d+\s+([\d-]+)\s*$", out, re.M)
+    return {m.group(1): max(int(b) for b in m.group(2).split("-")) for m in rows}
+
+
 @functools.lru_cache(maxsize=None)
 def video_codecs(kind: str) -> frozenset[str]:
     """The video ``kind`` ("encoders" or "decoders") this ffmpeg has (its -encoders / -decoders list)."""

@@ -1,0 +1,107 @@
+"""Nothing lost on any path: RGB sources, bit depth, concealed damage, encoder settings and the
+default codec per container, each checked on tiny clips with the real bundled ffmpeg (CPU)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_video import BicubicEngine, decode, ff, ffmpeg_children, leftovers, make_clip, stream_lines
+
+from srgpu.model import random_model
+from srgpu.video.api import EncodeOptions, upscale_video
+from srgpu.video.ffmpeg import ffmpeg_exe
+
+
+@pytest.fixture(scope="module")
+def bicubic() -> BicubicEngine:
+    """Bicubic on every plane: flat colours stay exactly themselves away from their edges."""
+    return BicubicEngine(random_model("9-1-5", seed=21), 2)
+
+
+def no_leftovers(folder: Path, dst: Path) -> None:
+    assert not dst.exists() and leftovers(folder) == [] and ffmpeg_children() == []
+
+
+# ---------------------------------------------------------------- 1. planar RGB sources
+
+# four flat blocks: black, white, a bright red and a mid teal (R, G, B)
+COLOURS = ((0, 0, 0), (255, 255, 255), (200, 0, 0), (40, 160, 90))
+
+
+def rgb_blocks(path: Path, pix_fmt: str, codec: str, *args: str) -> Path:
+    """Three 64x48 frames of COLOURS as 32x24 blocks, stored as ``pix_fmt`` by ``codec``."""
+    frame = np.zeros((48, 64, 3), np.uint8)
+    for k, colour in enumerate(COLOURS):
+        frame[24 * (k // 2):24 * (k // 2 + 1), 32 * (k % 2):32 * (k % 2 + 1)] = colour
+    raw = path.with_suffix(".rgb")
+    raw.write_bytes(frame.tobytes() * 3)
+    ff("-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "64x48", "-r", "25", "-i", str(raw),
+       "-pix_fmt", pix_fmt, "-c:v", codec, *args, str(path))
+    return path
+
+
+def decode_rgb(path: Path, width: int, height: int) -> np.ndarray:
+    """Every frame as 8-bit RGB, converted by ffmpeg as the file's own tags say."""
+    raw = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0", "-f", "rawvideo",
+                          "-pix_fmt", "rgb24", "-"], capture_output=True, check=True).stdout
+    return np.frombuffer(raw, np.uint8).reshape(-1, height, width, 3)
+
+
+def block_centres(frames: np.ndarray) -> np.ndarray:
+    """The centre of each block (away from the bicubic ringing at its edges), per frame: (n, 4, 3)."""
+    h, w = frames.shape[1] // 2, frames.shape[2] // 2
+    return np.stack([frames[:, h * (k // 2) + h // 2, w * (k % 2) + w // 2] for k in range(4)], axis=1)
+
+
+@pytest.mark.parametrize("src_fmt, src_codec, suffix, codec, want, tolerance", [
+    ("rgb24", "libx264rgb", ".mp4", "libx264", "yuv444p", 2),  # decodes as gbrp, 8 bits
+    ("gbrp10le", "ffv1", ".mkv", "ffv1", "yuv444p10le", 1),
+    ("gbrp12le", "ffv1", ".mkv", "ffv1", "yuv444p12le", 1),
+    ("gbrp12le", "ffv1", ".mp4", "libx264", "yuv444p10le", 1),  # x264's deepest 4:4:4
+])
+def test_planar_rgb_sources_keep_their_colours(tmp_path: Path, bicubic: BicubicEngine, src_fmt: str,
+                                               src_codec: str, suffix: str, codec: str, want: str,
+                                               tolerance: int) -> None:
+    """A planar RGB source (gbrp*) is converted once to YUV 4:4:4 at its own depth with the
+    BT.709 matrix in limited range, and tagged so: decoded back to RGB as its tags say, every
+    colour is the source's within a level or two (black stays 0, white 255, red 200 ~200)."""
+    src = rgb_blocks(tmp_path / "rgb.mkv", src_fmt, src_codec, *(("-qp", "0") if src_codec == "libx264rgb" else ()))
+    assert "gbrp" in stream_lines(src, "Video")[0]
+    dst = tmp_path / f"out{suffix}"
+    crf = 0 if codec == "libx264" else None  # lossless: what is measured is the conversion
+    result = upscale_video(src, dst, bicubic, 2, EncodeOptions(codec=codec, crf=crf, preset="ultrafast"
+                                                                if codec == "libx264" else None))
+    assert result.pix_fmt == want, result.notes
+    assert any(n.startswith(f"RGB source ({src_fmt.replace('rgb24', 'gbrp')})") for n in result.notes), result.notes
+    assert f"{want}(tv, bt709" in stream_lines(dst, "Video")[0]
+    source = block_centres(decode_rgb(src, 64, 48)).astype(int)
+    assert (source == COLOURS).all()  # the source itself holds exactly COLOURS, in every frame
+    got = block_centres(decode_rgb(dst, 128, 96)).astype(int)
+    assert got.shape == (3, 4, 3) and np.abs(got - source).max() <= tolerance, got[0]
+
+
+# ---------------------------------------------------------------- 2. bit depth
+
+
+def test_12bit_sources_keep_the_most_depth_the_encoder_takes(tmp_path: Path, bicubic: BicubicEngine) -> None:
+    """A 12-bit source into libx264 (10 bits at most) is encoded in 10 bits, not 8, and a note
+    says what was lost; ffv1 and libx265 keep all 12."""
+    src = make_clip(tmp_path / "twelve.mkv", frames=3, pix_fmt="yuv420p12le", codec="ffv1")
+    x264 = upscale_video(src, tmp_path / "x264.mp4", bicubic, 2, EncodeOptions(preset="ultrafast"))
+    assert x264.pix_fmt == "yuv420p10le"
+    assert any("12 bits reduced to 10" in n and "libx264" in n for n in x264.notes), x264.notes
+    line = stream_lines(tmp_path / "x264.mp4", "Video")[0]
+    assert "High 10" in line and "yuv420p10le" in line
+    y = decode(tmp_path / "x264.mp4", "yuv420p10le", 128, 96)[0][0]
+    assert len(np.unique(y & 3)) == 4  # the two low bits carry information
+    for codec, marker in (("ffv1", "ffv1"), ("libx265", "hevc")):
+        dst = tmp_path / f"{codec}.mkv"
+        result = upscale_video(src, dst, bicubic, 2, EncodeOptions(codec=codec, preset="ultrafast"
+                                                                   if codec == "libx265" else None))
+        assert result.pix_fmt == "yuv420p12le" and not any("bits" in n for n in result.notes), result.notes
+        assert marker in stream_lines(dst, "Video")[0] and "yuv420p12le" in stream_lines(dst, "Video")[0]
+
+
