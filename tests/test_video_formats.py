@@ -4,6 +4,7 @@ default codec per container, each checked on tiny clips with the real bundled ff
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,8 @@ import pytest
 from test_video import BicubicEngine, decode, ff, ffmpeg_children, leftovers, make_clip, stream_lines
 
 from srgpu.model import random_model
-from srgpu.video.api import EncodeOptions, upscale_video
+from srgpu.video import ffmpeg
+from srgpu.video.api import EncodeOptions, VideoError, plan_video, upscale_video
 from srgpu.video.ffmpeg import ffmpeg_exe
 
 
@@ -103,5 +105,46 @@ def test_12bit_sources_keep_the_most_depth_the_encoder_takes(tmp_path: Path, bic
                                                                    if codec == "libx265" else None))
         assert result.pix_fmt == "yuv420p12le" and not any("bits" in n for n in result.notes), result.notes
         assert marker in stream_lines(dst, "Video")[0] and "yuv420p12le" in stream_lines(dst, "Video")[0]
+
+
+# ---------------------------------------------------------------- 4. encoder settings, before any frame
+
+
+@pytest.mark.parametrize("options, suffix, words", [
+    (EncodeOptions(preset="warp9"), ".mp4", r"encoder libx264 refuses .*invalid preset 'warp9'"),
+    (EncodeOptions(crf=99), ".mp4", r"--crf 99 is out of range for libx264: it takes 0 to 51"),
+    (EncodeOptions(codec="libx265", crf=-3), ".mkv", r"--crf -3 is out of range for libx265"),
+    (EncodeOptions(codec="libvpx-vp9", crf=99), ".webm", r"Value 99.* for parameter 'crf' out of range \[-1 - 63\]"),
+    (EncodeOptions(extra_args=("-tune", "nonsense")), ".mp4", r"invalid tune 'nonsense'"),
+    (EncodeOptions(extra_args=("-x264-params", "nosuchparam=1")), ".mp4", r"Error parsing option 'nosuchparam"),
+    (EncodeOptions(extra_args=("-nosuchoption", "1")), ".mkv", r"Unrecognized option 'nosuchoption'"),
+    (EncodeOptions(extra_args=("-profile:v", "baseline")), ".mkv", r"(baseline|profile).*4:4:4|4:4:4.*profile"),
+])
+def test_bad_encoder_settings_fail_before_any_frame(tmp_path: Path, bicubic: BicubicEngine,
+                                                    options: EncodeOptions, suffix: str, words: str) -> None:
+    """Every encoder setting, srgpu's and the user's, is tried on one small frame while planning:
+    a bad one is one line naming it in ffmpeg's words, before any frame is decoded."""
+    src = make_clip(tmp_path / "s.mkv", frames=3, pix_fmt="yuv444p")
+    dst = tmp_path / f"o{suffix}"
+    with pytest.raises(VideoError, match=words) as err:
+        plan_video(src, dst, 2, options)
+    assert "\n" not in str(err.value)
+    frames: list[int] = []
+    with pytest.raises(VideoError, match=words):
+        upscale_video(src, dst, bicubic, 2, options, progress=lambda n, _t: frames.append(n))
+    assert frames == []
+    no_leftovers(tmp_path, dst)
+
+
+def test_good_encoder_settings_are_tried_once(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "s.mkv", frames=2)
+    options = EncodeOptions(preset="veryfast", crf=23, extra_args=("-tune", "film", "-x264-params", "keyint=50"))
+    ffmpeg.check_encoder.cache_clear()
+    t0 = time.perf_counter()
+    plan_video(src, tmp_path / "o.mp4", 2, options)
+    first = time.perf_counter() - t0
+    assert ffmpeg.check_encoder.cache_info().misses == 1
+    plan_video(src, tmp_path / "o.mp4", 2, options)
+    assert ffmpeg.check_encoder.cache_info().hits == 1 and first < 5
 
 

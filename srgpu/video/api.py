@@ -41,6 +41,9 @@ VIDEO_EXTENSIONS = frozenset({
 DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30}
 NO_CRF = {"ffv1": "ffv1 is lossless", "prores_ks": "ProRes has fixed-quality profiles (e.g. "
           "--encoder-arg=-profile:v --encoder-arg=3)", "prores_aw": "ProRes has fixed-quality profiles"}
+# x264 and x265 clamp a CRF outside 0-51 silently and ffmpeg's -crf takes any number for them; the
+# other encoders' ffmpeg options carry their own range, which the trial encode (plan_video) enforces
+CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51)}
 ODD_SIZES_OK = frozenset({"ffv1"})  # other encoders want subsampled chroma to cover whole pixels
 _ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/VP9 decoders drop alpha
 
@@ -60,8 +63,10 @@ def output_extension(src: str | os.PathLike) -> str:
 @dataclass(frozen=True)
 class EncodeOptions:
     """Encoder settings. ``crf`` None: the codec's srgpu default (libx264 18, libx265 20,
-    libsvtav1 30); ``pix_fmt`` None: the source's own format where the encoder has it;
-    ``extra_args``: passed to ffmpeg as they are, after srgpu's own output options."""
+    libsvtav1 30); ``pix_fmt`` None: the source's own format where the encoder has it, else the
+    nearest (as many bits as it takes); ``extra_args``: passed to ffmpeg as they are, after
+    srgpu's own output options. All of them are tried on a one-frame encode before any frame is
+    decoded."""
 
     codec: str = "libx264"
     crf: int | None = None
@@ -182,15 +187,15 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
                video_stream: int | None = None, hwdec: str = "no", gpu: int = 0) -> VideoJob:
     """Check the paths and options, probe the source and decide everything; VideoError for
-    anything that cannot work, before any work is done. ``hwdec`` and ``gpu``: whether and on
-    which CUDA device NVDEC may decode the source (srgpu.video.hwdecode.choose_decoder)."""
+    anything that cannot work, before any work is done (the encoder settings are tried on one
+    small frame). ``hwdec`` and ``gpu``: whether and on which CUDA device NVDEC may decode the
+    source (srgpu.video.hwdecode.choose_decoder)."""
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
     supported = ffmpeg.encoder_pix_fmts(options.codec)  # VideoError for an unknown codec
     containers.check_video_codec(container, dst.suffix, options.codec)
-    if options.crf is not None and options.codec in NO_CRF:
-        raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
+    _check_crf(options)
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
 
@@ -233,6 +238,11 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         if note:
             notes.append(note)
     enc_layout = source_format(enc_pix_fmt).layout
+    # every encoder setting (srgpu's and the user's), tried on one small frame: a bad one fails
+    # now with ffmpeg's words, not after the first frames were upscaled
+    video_options = _video_options(options, container)
+    ffmpeg.check_encoder(options.codec, (*_flat((("-pix_fmt", enc_pix_fmt), *video_options)), *options.extra_args),
+                         container.muxer)
 
     # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
     out_w, out_h = stream.width * scale, stream.height * scale
@@ -267,7 +277,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
     # streams, in source order, the upscaled one in its own place
     out_streams: list[OutputStream] = []
-    video_options = _video_options(options, container)
     for s in info.streams:
         if s.index == stream.index:
             out_streams.append(OutputStream(s.index, True, options.codec,
@@ -350,6 +359,20 @@ def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tupl
     elif full_range:
         params.append(("range", "pc"))
     return params
+
+
+def _check_crf(options: EncodeOptions) -> None:
+    if options.crf is None:
+        return
+    if options.codec in NO_CRF:
+        raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
+    low, high = CRF_RANGE.get(options.codec or "", (options.crf, options.crf))
+    if not low <= options.crf <= high:
+        raise VideoError(f"--crf {options.crf} is out of range for {options.codec}: it takes {low} to {high}")
+
+
+def _flat(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    return tuple(x for pair in pairs for x in pair)
 
 
 def _video_options(options: EncodeOptions, container: containers.Container) -> tuple[tuple[str, str], ...]:
