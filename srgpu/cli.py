@@ -181,7 +181,8 @@ def upscale(
     format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp", help="Image output format: png, jpg or webp "
                                          "(default: keep each image's format)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
-    codec: str = typer.Option("libx264", "--codec", metavar="NAME", help="Video encoder (libx264, libx265, ffv1, ...)."),
+    codec: Optional[str] = typer.Option(None, "--codec", metavar="NAME", help="Video encoder (libx264, libx265, ffv1, "
+                                        "...; default: follows the container: libx264, libvpx-vp9 for .webm)."),
     crf: Optional[int] = typer.Option(None, "--crf", metavar="N", help="Video encoder quality (CRF)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Video encoder preset."),
     pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", metavar="FMT", help="Video output pixel format."),

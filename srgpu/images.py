@@ -127,7 +127,7 @@ class BatchResult:
 class VideoSettings:
     """Encoder settings passed through to srgpu.video for video jobs."""
 
-    codec: str = "libx264"
+    codec: str | None = None  # None: follows the container (libx264; libvpx-vp9 for .webm)
     crf: int | None = None
     preset: str | None = None
     pix_fmt: str | None = None

@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_video import BicubicEngine, decode, ff, ffmpeg_children, leftovers, make_clip, stream_lines
+from typer.testing import CliRunner
 
+from srgpu import images
+from srgpu.cli import app
 from srgpu.model import random_model
 from srgpu.video import ffmpeg
 from srgpu.video.api import EncodeOptions, VideoError, plan_video, upscale_video
@@ -148,3 +151,22 @@ def test_good_encoder_settings_are_tried_once(tmp_path: Path) -> None:
     assert ffmpeg.check_encoder.cache_info().hits == 1 and first < 5
 
 
+# ---------------------------------------------------------------- 5. the default codec follows the container
+
+
+def test_webm_default_codec_follows_the_container(tmp_path: Path, bicubic: BicubicEngine) -> None:
+    src = make_clip(tmp_path / "s.mp4", frames=4, codec="libx264", audio="aac")
+    result = upscale_video(src, tmp_path / "o.webm", bicubic, 2)
+    assert result.codec == "libvpx-vp9" and "vp9" in stream_lines(tmp_path / "o.webm", "Video")[0]
+    assert upscale_video(src, tmp_path / "o.mp4", bicubic, 2).codec == "libx264"
+    with pytest.raises(VideoError, match=r"a \.webm file cannot hold libx264"):
+        plan_video(src, tmp_path / "x.webm", 2, EncodeOptions(codec="libx264"))
+    # the batch library and its done line name the codec that was chosen
+    plan = images.plan_batch(src, tmp_path / "batch.webm")
+    batch = images.run_batch(plan, bicubic, 2, images.VideoSettings())
+    assert batch.exit_code == 0 and "libvpx-vp9" in batch.done[0].message
+
+
+def test_cli_codec_default_is_the_containers(tmp_path: Path) -> None:
+    help_text = " ".join(CliRunner().invoke(app, ["upscale", "--help"]).stdout.split())
+    assert "follows the container" in help_text

@@ -11,6 +11,7 @@ copied unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,13 +63,14 @@ def output_extension(src: str | os.PathLike) -> str:
 
 @dataclass(frozen=True)
 class EncodeOptions:
-    """Encoder settings. ``crf`` None: the codec's srgpu default (libx264 18, libx265 20,
-    libsvtav1 30); ``pix_fmt`` None: the source's own format where the encoder has it, else the
-    nearest (as many bits as it takes); ``extra_args``: passed to ffmpeg as they are, after
-    srgpu's own output options. All of them are tried on a one-frame encode before any frame is
-    decoded."""
+    """Encoder settings. ``codec`` None: follows the output container (libx264 for .mp4, .mov
+    and .mkv; libvpx-vp9 for .webm, else libsvtav1 or libaom-av1, whichever this ffmpeg has);
+    ``crf`` None: the codec's srgpu default (libx264 18, libx265 20, libsvtav1 30, libvpx-vp9 31);
+    ``pix_fmt`` None: the source's own format where the encoder has it, else the nearest (as many
+    bits as it takes); ``extra_args``: passed to ffmpeg as they are, after srgpu's own output
+    options. All of them are tried on a one-frame encode before any frame is decoded."""
 
-    codec: str = "libx264"
+    codec: str | None = None
     crf: int | None = None
     preset: str | None = None
     pix_fmt: str | None = None
@@ -193,6 +195,10 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
+    if options.codec is None:  # the codec follows the container; decided here, once
+        codec = containers.default_video_codec(container, dst.suffix, ffmpeg.video_codecs("encoders"))
+        options = dataclasses.replace(options, codec=codec)
+    assert options.codec is not None
     supported = ffmpeg.encoder_pix_fmts(options.codec)  # VideoError for an unknown codec
     containers.check_video_codec(container, dst.suffix, options.codec)
     _check_crf(options)
