@@ -192,13 +192,15 @@ def upscale(
                                                help="Which video stream to upscale, counting from 0 (default: the "
                                                     "default stream, else the first); the others are copied."),
     hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help=HWDEC_HELP),
+    strict: bool = typer.Option(False, "--strict", help="Fail a video whose damaged data the decoder concealed "
+                                "(default: upscale it and name the frames in a note); decodes on the CPU."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg),
-                              video_stream=video_stream, hwdec=_check_hwdec(hwdec))
+                              video_stream=video_stream, hwdec=_check_hwdec(hwdec), strict=strict)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:

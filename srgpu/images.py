@@ -134,6 +134,7 @@ class VideoSettings:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     video_stream: int | None = None  # which video stream to upscale (default: the default one, else the first)
     hwdec: str = "no"  # decode on NVDEC: no, auto (where exact, with a GPU engine) or nvdec
+    strict: bool = False  # damaged data the decoder concealed fails the video (else: a note)
 
 
 # ---------------------------------------------------------------- planning
@@ -452,7 +453,8 @@ def _run_video(job: Job, plan: Plan, engine: Engine, scale: int, video: VideoSet
                                    pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
         result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=plan.overwrite,
-                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec)
+                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec,
+                                      strict=video.strict)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
     w, h = result.output_size

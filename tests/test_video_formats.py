@@ -3,6 +3,7 @@ default codec per container, each checked on tiny clips with the real bundled ff
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -110,6 +111,86 @@ def test_12bit_sources_keep_the_most_depth_the_encoder_takes(tmp_path: Path, bic
         assert marker in stream_lines(dst, "Video")[0] and "yuv420p12le" in stream_lines(dst, "Video")[0]
 
 
+# ---------------------------------------------------------------- 3. concealed damage
+
+
+def damaged_clip(folder: Path, lose: tuple[int, ...] = (3, 9)) -> Path:
+    """12 frames of H.264 in three slices each, with one slice of each frame in ``lose`` missing
+    (as a lost packet would leave it): the decoder conceals the gap, logs no error, and flags
+    those frames corrupt."""
+    annexb = folder / "clip.h264"
+    ff("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "12", "-c:v", "libx264",
+       "-preset", "ultrafast", "-x264-params", "slices=3:keyint=100", "-bsf:v", "h264_mp4toannexb", str(annexb))
+    data = bytearray(annexb.read_bytes())
+    starts = [m.start() for m in re.finditer(b"\x00\x00\x01", data)] + [len(data)]
+    frames: list[list[tuple[int, int]]] = []
+    for start, end in zip(starts, starts[1:]):
+        if data[start + 3] & 0x1F in (1, 5):  # a slice; first_mb_in_slice 0 (ue(v) "1") starts a frame
+            if data[start + 4] & 0x80:
+                frames.append([])
+            frames[-1].append((start, end))
+    assert len(frames) == 12 and all(len(f) == 3 for f in frames)
+    for k in sorted(lose, reverse=True):
+        start, end = frames[k][1]
+        del data[start:end]
+    damaged = folder / "damaged.h264"
+    damaged.write_bytes(bytes(data))
+    clip = folder / "damaged.mkv"
+    ff("-r", "25", "-i", str(damaged), "-c", "copy", str(clip))
+    return clip
+
+
+def test_the_damaged_clip_is_concealed_without_an_error(tmp_path: Path) -> None:
+    """What the tests below rely on: plain ffmpeg decodes all 12 frames, exit 0, no error line,
+    and says it concealed damage in two frames."""
+    clip = damaged_clip(tmp_path)
+    log = ff("-v", "level+info", "-i", str(clip), "-f", "null", "-")
+    assert log.count("corrupt decoded frame") == 2 and "concealing" in log
+    assert not re.search(r"\[(error|fatal|panic)\]", log), log
+    assert len(decode(clip, "yuv420p", 64, 48)) == 12
+
+
+def test_concealed_damage_is_named_in_a_note(tmp_path: Path, bicubic: BicubicEngine) -> None:
+    """Every frame is upscaled; one note counts the damaged frames and names the first three,
+    exactly (the decoder runs frames ahead of what showinfo reports: the position is not guessed)."""
+    clip = damaged_clip(tmp_path, lose=(3, 5, 7, 10))
+    result = upscale_video(clip, tmp_path / "out.mkv", bicubic, 2, EncodeOptions(codec="ffv1"))
+    assert result.frames == 12
+    notes = [n for n in result.notes if "concealed" in n]
+    assert notes == ["4 frame(s) with damaged data that the decoder concealed: frame 3 (0.120 s), frame 5 "
+                     "(0.200 s), frame 7 (0.280 s) and 1 more (strict mode refuses such a source)"], result.notes
+
+
+def test_strict_refuses_concealed_damage(tmp_path: Path, bicubic: BicubicEngine) -> None:
+    clip = damaged_clip(tmp_path)
+    dst = tmp_path / "out.mkv"
+    with pytest.raises(VideoError, match=r"damaged data in frame 3 \(0\.120 s\), concealed by the decoder: "
+                                         r"refused in strict mode") as err:
+        upscale_video(clip, dst, bicubic, 2, EncodeOptions(codec="ffv1"), strict=True)
+    assert "\n" not in str(err.value)
+    no_leftovers(tmp_path, dst)
+    with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
+        plan_video(clip, dst, 2, EncodeOptions(codec="ffv1"), strict=True, hwdec="nvdec")
+    # a clean source passes in strict mode
+    clean = make_clip(tmp_path / "clean.mkv", frames=3)
+    assert upscale_video(clean, dst, bicubic, 2, EncodeOptions(codec="ffv1"), strict=True).frames == 3
+
+
+def test_cli_strict(tmp_path: Path, random_npz: Path) -> None:
+    clip = damaged_clip(tmp_path)
+    run = lambda *a: CliRunner().invoke(app, ["upscale", str(clip), "--model", str(random_npz),  # noqa: E731
+                                              "--device", "cpu", "--codec", "ffv1", *a])
+    out = tmp_path / "out.mkv"
+    strict = run("-o", str(out), "--strict")
+    assert strict.exit_code == 1
+    errors = [ln for ln in strict.stderr.splitlines() if ln.startswith("srgpu: error: ")]
+    assert len(errors) == 1 and "frame 3 (0.120 s)" in errors[0], strict.stderr
+    no_leftovers(tmp_path, out)
+    lenient = run("-o", str(out))
+    assert lenient.exit_code == 0, lenient.stderr
+    assert re.search(r"srgpu: note: .*2 frame\(s\) with damaged data that the decoder concealed", lenient.stderr)
+
+
 # ---------------------------------------------------------------- 4. encoder settings, before any frame
 
 
@@ -169,4 +250,4 @@ def test_webm_default_codec_follows_the_container(tmp_path: Path, bicubic: Bicub
 
 def test_cli_codec_default_is_the_containers(tmp_path: Path) -> None:
     help_text = " ".join(CliRunner().invoke(app, ["upscale", "--help"]).stdout.split())
-    assert "follows the container" in help_text
+    assert "follows the container" in help_text and "--strict" in help_text

@@ -134,7 +134,7 @@ def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
                   options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
                   progress: Callable[[int, int | None], None] | None = None,
-                  video_stream: int | None = None, hwdec: str = "no") -> VideoResult:
+                  video_stream: int | None = None, hwdec: str = "no", strict: bool = False) -> VideoResult:
     """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
     when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
     thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
@@ -142,12 +142,13 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     which video stream to upscale (0-based among the video streams, cover art excluded); by
     default the first one marked default, else the first. ``hwdec``: decode the source on NVDEC
     ("nvdec"), never ("no"), or "auto": with a GPU engine, the software decoder starts and NVDEC
-    takes over once it has given the same frames (srgpu.video.handover)."""
+    takes over once it has given the same frames (srgpu.video.handover). ``strict``: damaged data
+    that the decoder concealed is an error (nothing is written) instead of a note naming the frames."""
     engine_scale = getattr(engine, "scale", scale)
     if engine_scale != scale:
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
-                     **decoding_for(engine, hwdec))
+                     strict=strict, **decoding_for(engine, hwdec))
     reader = open_reader(job)
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
@@ -171,11 +172,26 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     if reader.repaired:
         notes += (f"{reader.repaired} frame(s) whose source timestamp went backwards (a broken file) "
                   "were placed one tick after the previous frame",)
+    notes += concealment_notes(reader)
     return VideoResult(output=job.dst, frames=stats.frames, seconds=stats.seconds,
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
                        output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,
                        decoder=decoded_by(job, reader))
+
+
+def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[str, ...]:
+    """A note counting the frames whose damaged data the decoder concealed, naming the first few
+    (found by the software decoder: the frames as ffmpeg conceals them are the ones upscaled)."""
+    readers = (reader.first, reader.second) if isinstance(reader, HandoverReader) else (reader,)
+    count = max(r.concealed for r in readers)  # before a handover both decoded the same frames
+    if not count:
+        return ()
+    found = readers[0].locate_concealed(shown)
+    where = ": " + ", ".join(f"frame {i}" + (f" ({t:.3f} s)" if t is not None else "") for i, t in found)
+    more = f" and {count - len(found)} more" if found and count > len(found) else ""
+    return (f"{count} frame(s) with damaged data that the decoder concealed{where if found else ''}{more} "
+            "(strict mode refuses such a source)",)
 
 
 def decoding_for(engine: Engine, hwdec: str) -> dict:
@@ -187,11 +203,14 @@ def decoding_for(engine: Engine, hwdec: str) -> dict:
 
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0) -> VideoJob:
+               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0,
+               strict: bool = False) -> VideoJob:
     """Check the paths and options, probe the source and decide everything; VideoError for
     anything that cannot work, before any work is done (the encoder settings are tried on one
     small frame). ``hwdec`` and ``gpu``: whether and on which CUDA device NVDEC may decode the
-    source (srgpu.video.hwdecode.choose_decoder)."""
+    source (srgpu.video.hwdecode.choose_decoder). ``strict``: a frame whose damaged data the
+    decoder concealed is an error instead of a note; it decodes on the CPU, as NVDEC conceals
+    damage without saying so."""
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
@@ -204,6 +223,10 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     _check_crf(options)
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
+    if strict and hwdec == "nvdec":
+        raise VideoError("strict mode decodes on the CPU: NVDEC conceals damaged data without saying so "
+                         "(use --hwdec auto or no)")
+    hwdec = "no" if strict else hwdec
 
     info = probe(src)
     stream = info.main_video()
@@ -304,7 +327,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
-                   "size": (stream.width, stream.height), "decoder_options": decoding.options}
+                   "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes),
