@@ -27,7 +27,7 @@ from .handover import HandoverReader
 from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, container_duration, probe
-from .reader import Reader
+from .reader import Reader, frame_at
 from .writer import EncodePlan, OutputStream, Writer
 
 __all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "decoding_for",
@@ -188,9 +188,9 @@ def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[
     if not count:
         return ()
     found = readers[0].locate_concealed(shown)
-    where = ": " + ", ".join(f"frame {i}" + (f" ({t:.3f} s)" if t is not None else "") for i, t in found)
+    where = (": " + ", ".join(frame_at(i, t) for i, t in found)) if found else ""
     more = f" and {count - len(found)} more" if found and count > len(found) else ""
-    return (f"{count} frame(s) with damaged data that the decoder concealed{where if found else ''}{more} "
+    return (f"{count} frame(s) with damaged data that the decoder concealed{where}{more} "
             "(strict mode refuses such a source)",)
 
 

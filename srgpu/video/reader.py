@@ -260,13 +260,14 @@ class Reader(ffmpeg.Child):
             raise self._decode_failure(pending)
         if self.strict and self.concealed:  # logged before that frame's showinfo line: not yet read
             found = self.locate_concealed(1)
-            at = _frame_at(*found[0]) if found else f"a frame at or after frame {self._logged}"
+            at = frame_at(*found[0]) if found else f"a frame at or after frame {self._logged}"
             raise VideoError(f"{self.src}: damaged data in {at}, concealed by the decoder: refused in strict mode")
 
     def locate_concealed(self, limit: int) -> list[tuple[int, float | None]]:
         """(frame index, seconds) of the first ``limit`` frames whose damage the decoder concealed:
         a second decode (no filters, no output) with -debug_ts, stopped once they are found; run
-        only where the reader counted any, as that logging costs ~0.7 ms of Python per frame."""
+        only where the reader counted any: in the reader itself that logging (ten lines a frame)
+        cost ~0.7 ms of CPU per frame (measured on 64x48 and 1080p H.264)."""
         stream_index, decoder, options = self._input
         args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info", "-debug_ts",
                 *decode_args(self.src, stream_index, decoder, options, None), "-f", "null", "-"]
@@ -332,7 +333,8 @@ class Reader(ffmpeg.Child):
         return VideoError(f"{self.src}: {head} {where}: {detail}" if detail else f"{self.src}: {head} {where}")
 
 
-def _frame_at(index: int, seconds: float | None) -> str:
+def frame_at(index: int, seconds: float | None) -> str:
+    """'frame 3 (0.120 s)', for messages and notes."""
     return f"frame {index}" + (f" ({seconds:.3f} s)" if seconds is not None else "")
 
 
