@@ -130,7 +130,7 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
         first, last = handed["first"], handed["last"]
     return VideoBenchReport(
         source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
-        engine=getattr(engine, "description", engine.name), codec=options.codec, preset=options.preset,
+        engine=getattr(engine, "description", engine.name), codec=result.codec, preset=options.preset,
         crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
         peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes,
         cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames,
@@ -144,8 +144,8 @@ def cpu_seconds() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def _output_suffix(codec: str) -> str:
-    return ".mov" if codec.startswith("prores") else ".mkv"
+def _output_suffix(codec: str | None) -> str:
+    return ".mov" if (codec or "").startswith("prores") else ".mkv"  # None: libx264 in .mkv
 
 
 def _decode_stage(job: Any, max_frames: int | None) -> tuple[StageResult, list[Frame], tuple[Any, list[Frame]]]:

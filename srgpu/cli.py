@@ -247,7 +247,8 @@ def upscale(
     format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp", help="Image output format: png, jpg or webp "
                                          "(default: keep each image's format)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
-    codec: str = typer.Option("libx264", "--codec", metavar="NAME", help="Video encoder (libx264, libx265, ffv1, ...)."),
+    codec: Optional[str] = typer.Option(None, "--codec", metavar="NAME", help="Video encoder (libx264, libx265, ffv1, "
+                                        "...; default: follows the container: libx264, libvpx-vp9 for .webm)."),
     crf: Optional[int] = typer.Option(None, "--crf", metavar="N", help="Video encoder quality (CRF)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Video encoder preset."),
     pix_fmt: Optional[str] = typer.Option(None, "--pix-fmt", metavar="FMT", help="Video output pixel format."),
@@ -257,13 +258,15 @@ def upscale(
                                                help="Which video stream to upscale, counting from 0 (default: the "
                                                     "default stream, else the first); the others are copied."),
     hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help=HWDEC_HELP),
+    strict: bool = typer.Option(False, "--strict", help="Fail a video whose damaged data the decoder concealed "
+                                "(default: upscale it and name the frames in a note); decodes on the CPU."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg),
-                              video_stream=video_stream, hwdec=_check_hwdec(hwdec))
+                              video_stream=video_stream, hwdec=_check_hwdec(hwdec), strict=strict)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:

@@ -139,13 +139,14 @@ class BatchResult:
 class VideoSettings:
     """Encoder settings passed through to srgpu.video for video jobs."""
 
-    codec: str = "libx264"
+    codec: str | None = None  # None: follows the container (libx264; libvpx-vp9 for .webm)
     crf: int | None = None
     preset: str | None = None
     pix_fmt: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     video_stream: int | None = None  # which video stream to upscale (default: the default one, else the first)
     hwdec: str = "no"  # decode on NVDEC: no, auto (where exact, with a GPU engine) or nvdec
+    strict: bool = False  # damaged data the decoder concealed fails the video (else: a note)
 
 
 # ---------------------------------------------------------------- planning
@@ -717,7 +718,8 @@ def _run_video(job: Job, overwrite: bool, engine: Engine, scale: int, video: Vid
                                    pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
         result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=overwrite,
-                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec)
+                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec,
+                                      strict=video.strict)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
     except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept

@@ -26,7 +26,7 @@ from .handover import HandoverReader, TakeoverMismatch
 from .hwdecode import choose_decoder
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, container_duration, probe
-from .reader import Reader
+from .reader import Reader, frame_at
 from .writer import EncodePlan, OutputStream, Writer
 
 __all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "decoding_for",
@@ -41,6 +41,9 @@ VIDEO_EXTENSIONS = frozenset({
 DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30}
 NO_CRF = {"ffv1": "ffv1 is lossless", "prores_ks": "ProRes has fixed-quality profiles (e.g. "
           "--encoder-arg=-profile:v --encoder-arg=3)", "prores_aw": "ProRes has fixed-quality profiles"}
+# x264 and x265 clamp a CRF outside 0-51 silently and ffmpeg's -crf takes any number for them; the
+# other encoders' ffmpeg options carry their own range, which the trial encode (plan_video) enforces
+CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51)}
 ODD_SIZES_OK = frozenset({"ffv1"})  # other encoders want subsampled chroma to cover whole pixels
 _ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/VP9 decoders drop alpha
 
@@ -59,11 +62,14 @@ def output_extension(src: str | os.PathLike) -> str:
 
 @dataclass(frozen=True)
 class EncodeOptions:
-    """Encoder settings. ``crf`` None: the codec's srgpu default (libx264 18, libx265 20,
-    libsvtav1 30); ``pix_fmt`` None: the source's own format where the encoder has it;
-    ``extra_args``: passed to ffmpeg as they are, after srgpu's own output options."""
+    """Encoder settings. ``codec`` None: follows the output container (libx264 for .mp4, .mov
+    and .mkv; libvpx-vp9 for .webm, else libsvtav1 or libaom-av1, whichever this ffmpeg has);
+    ``crf`` None: the codec's srgpu default (libx264 18, libx265 20, libsvtav1 30, libvpx-vp9 31);
+    ``pix_fmt`` None: the source's own format where the encoder has it, else the nearest (as many
+    bits as it takes); ``extra_args``: passed to ffmpeg as they are, after srgpu's own output
+    options. All of them are tried on a one-frame encode before any frame is decoded."""
 
-    codec: str = "libx264"
+    codec: str | None = None
     crf: int | None = None
     preset: str | None = None
     pix_fmt: str | None = None
@@ -127,7 +133,7 @@ def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
                   options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
                   progress: Callable[[int, int | None], None] | None = None,
-                  video_stream: int | None = None, hwdec: str = "no") -> VideoResult:
+                  video_stream: int | None = None, hwdec: str = "no", strict: bool = False) -> VideoResult:
     """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
     when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
     thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
@@ -135,12 +141,13 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     which video stream to upscale (0-based among the video streams, cover art excluded); by
     default the first one marked default, else the first. ``hwdec``: decode the source on NVDEC
     ("nvdec"), never ("no"), or "auto": with a GPU engine, the software decoder starts and NVDEC
-    takes over once it has given the same frames (srgpu.video.handover)."""
+    takes over once it has given the same frames (srgpu.video.handover). ``strict``: damaged data
+    that the decoder concealed is an error (nothing is written) instead of a note naming the frames."""
     engine_scale = getattr(engine, "scale", scale)
     if engine_scale != scale:
         raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
     job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
-                     **decoding_for(engine, hwdec))
+                     strict=strict, **decoding_for(engine, hwdec))
     outputs.remove_stale_temps(job.dst)  # what a killed srgpu left for this output
     counted = _Counted(progress)
     try:
@@ -203,11 +210,26 @@ def encode(job: VideoJob, engine: Engine, overwrite: bool = False,
     if reader.repaired:
         notes += (f"{reader.repaired} frame(s) whose source timestamp went backwards (a broken file) "
                   "were placed one tick after the previous frame",)
+    notes += concealment_notes(reader)
     return VideoResult(output=job.dst, frames=frames, seconds=stats.seconds,
                        fps=stats.frames / stats.seconds if stats.seconds > 0 else 0.0,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
                        output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,
                        decoder=decoded_by(job, reader))
+
+
+def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[str, ...]:
+    """A note counting the frames whose damaged data the decoder concealed, naming the first few
+    (found by the software decoder: the frames as ffmpeg conceals them are the ones upscaled)."""
+    readers = (reader.first, reader.second) if isinstance(reader, HandoverReader) else (reader,)
+    count = max(r.concealed for r in readers)  # before a handover both decoded the same frames
+    if not count:
+        return ()
+    found = readers[0].locate_concealed(shown)
+    where = (": " + ", ".join(frame_at(i, t) for i, t in found)) if found else ""
+    more = f" and {count - len(found)} more" if found and count > len(found) else ""
+    return (f"{count} frame(s) with damaged data that the decoder concealed{where}{more} "
+            "(strict mode refuses such a source)",)
 
 
 def decoding_for(engine: Engine, hwdec: str) -> dict:
@@ -219,19 +241,30 @@ def decoding_for(engine: Engine, hwdec: str) -> dict:
 
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0) -> VideoJob:
+               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0,
+               strict: bool = False) -> VideoJob:
     """Check the paths and options, probe the source and decide everything; VideoError for
-    anything that cannot work, before any work is done. ``hwdec`` and ``gpu``: whether and on
-    which CUDA device NVDEC may decode the source (srgpu.video.hwdecode.choose_decoder)."""
+    anything that cannot work, before any work is done (the encoder settings are tried on one
+    small frame). ``hwdec`` and ``gpu``: whether and on which CUDA device NVDEC may decode the
+    source (srgpu.video.hwdecode.choose_decoder). ``strict``: a frame whose damaged data the
+    decoder concealed is an error instead of a note; it decodes on the CPU, as NVDEC conceals
+    damage without saying so."""
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
+    if options.codec is None:  # the codec follows the container; decided here, once
+        codec = containers.default_video_codec(container, dst.suffix, ffmpeg.video_codecs("encoders"))
+        options = replace(options, codec=codec)
+    assert options.codec is not None
     supported = ffmpeg.encoder_pix_fmts(options.codec)  # VideoError for an unknown codec
     containers.check_video_codec(container, dst.suffix, options.codec)
-    if options.crf is not None and options.codec in NO_CRF:
-        raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
+    _check_crf(options)
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
+    if strict and hwdec == "nvdec":
+        raise VideoError("strict mode decodes on the CPU: NVDEC conceals damaged data without saying so "
+                         "(use --hwdec auto or no)")
+    hwdec = "no" if strict else hwdec
 
     info = probe(src)
     stream = info.main_video()
@@ -268,10 +301,15 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                              f"(it takes: {' '.join(supported)})")
         enc_pix_fmt = options.pix_fmt
     else:
-        enc_pix_fmt, note = choose_encoder_format(layout, supported)
+        enc_pix_fmt, note = choose_encoder_format(layout, supported, options.codec)
         if note:
             notes.append(note)
     enc_layout = source_format(enc_pix_fmt).layout
+    # every encoder setting (srgpu's and the user's), tried on one small frame: a bad one fails
+    # now with ffmpeg's words, not after the first frames were upscaled
+    video_options = _video_options(options, container)
+    ffmpeg.check_encoder(options.codec, (*_flat((("-pix_fmt", enc_pix_fmt), *video_options)), *options.extra_args),
+                         container.muxer)
 
     # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
     out_w, out_h = stream.width * scale, stream.height * scale
@@ -306,7 +344,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
     # streams, in source order, the upscaled one in its own place
     out_streams: list[OutputStream] = []
-    video_options = _video_options(options, container)
     for s in info.streams:
         if s.index == stream.index:
             out_streams.append(OutputStream(s.index, True, options.codec,
@@ -328,7 +365,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
-                   "size": (stream.width, stream.height), "decoder_options": decoding.options}
+                   "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes),
@@ -366,12 +403,18 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
 
 
 def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:
-    """setparams options that carry the source's colour tags onto the upscaled frames."""
+    """setparams options that carry the source's colour tags onto the upscaled frames; an RGB
+    source's frames are tagged as the reader's vf_extra made them, BT.709 limited range (its
+    primaries and transfer stay the source's)."""
     known = lambda v: v is not None and v not in ("unknown", "reserved")  # noqa: E731
     params: list[tuple[str, str]] = []
     if rgb:
-        return [("range", "tv"), ("colorspace", "bt709")] + (
-            [("color_primaries", stream.color_primaries)] if known(stream.color_primaries) else [])
+        params = [("range", "tv"), ("colorspace", "bt709")]
+        if known(stream.color_primaries):
+            params.append(("color_primaries", stream.color_primaries))  # type: ignore[arg-type]
+        if known(stream.color_trc):
+            params.append(("color_trc", stream.color_trc))  # type: ignore[arg-type]
+        return params
     if known(stream.color_primaries):
         params.append(("color_primaries", stream.color_primaries))  # type: ignore[arg-type]
     if known(stream.color_trc):
@@ -383,6 +426,20 @@ def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tupl
     elif full_range:
         params.append(("range", "pc"))
     return params
+
+
+def _check_crf(options: EncodeOptions) -> None:
+    if options.crf is None:
+        return
+    if options.codec in NO_CRF:
+        raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
+    low, high = CRF_RANGE.get(options.codec or "", (options.crf, options.crf))
+    if not low <= options.crf <= high:
+        raise VideoError(f"--crf {options.crf} is out of range for {options.codec}: it takes {low} to {high}")
+
+
+def _flat(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    return tuple(x for pair in pairs for x in pair)
 
 
 def _video_options(options: EncodeOptions, container: containers.Container) -> tuple[tuple[str, str], ...]:

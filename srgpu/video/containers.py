@@ -27,6 +27,8 @@ class Container:
     text_subtitle_codec: str | None  # what text subtitles are converted to, None: dropped
     copies_video: frozenset[str] | None  # codecs of other video streams it holds as they are
     attachments: bool
+    # the video encoder when none is named: the first of these that this ffmpeg has
+    default_codecs: tuple[str, ...] = ("libx264", "libx265", "libsvtav1", "ffv1")
 
 
 _MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "opus", "flac"})
@@ -44,9 +46,12 @@ CONTAINERS: dict[str, Container] = {
     ".mkv": Container("matroska", None, None, "flac",
                       frozenset({"subrip", "ass", "ssa", "webvtt", "dvd_subtitle", "hdmv_pgs_subtitle",
                                  "dvb_subtitle", "text"}), "srt", None, True),
+    # VP9 first: it keeps what a WebM source can hold (alpha, 4:4:4, 10/12 bits) where SVT-AV1
+    # takes 4:2:0 only, and every player of WebM plays it
     ".webm": Container("webm", frozenset({"libsvtav1", "libvpx-vp9", "libvpx", "libaom-av1"}),
                        frozenset({"opus", "vorbis"}), "libopus", frozenset({"webvtt"}), "webvtt",
-                       frozenset({"vp8", "vp9", "av1"}), False),
+                       frozenset({"vp8", "vp9", "av1"}), False,
+                       default_codecs=("libvpx-vp9", "libsvtav1", "libaom-av1")),
 }
 CONTAINERS[".m4v"] = CONTAINERS[".mp4"]  # the mp4 muxer (ffmpeg's guess for .m4v, 'ipod', holds less)
 CONTAINERS[".mka"] = CONTAINERS[".mkv"]
@@ -58,6 +63,15 @@ def container_for(suffix: str) -> Container:
         raise VideoError(f"unsupported output container {suffix or '(no extension)'!r}: "
                          f"use one of {', '.join(sorted(k for k in CONTAINERS if k != '.mka'))}")
     return c
+
+
+def default_video_codec(container: Container, suffix: str, available: frozenset[str]) -> str:
+    """The encoder for a container when the user names none: its first default this ffmpeg has."""
+    for codec in container.default_codecs:
+        if codec in available:
+            return codec
+    raise VideoError(f"this ffmpeg has none of the encoders srgpu uses for a {suffix} file "
+                     f"({', '.join(container.default_codecs)}): name one with --codec")
 
 
 def check_video_codec(container: Container, suffix: str, codec: str) -> None:

@@ -215,6 +215,44 @@ def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
     return tuple(m.group(1).split())
 
 
+TRIAL_SIZE = (128, 96)  # a trial frame: any encoder's minimum, and ~20-50 ms to encode (a 4K one takes seconds)
+_OWN_ERROR = re.compile(r"^(x264|x265|Svt)\s*\[(error|fatal)\]")  # libraries that print their own lines
+
+
+@functools.lru_cache(maxsize=None)
+def check_encoder(codec: str, options: tuple[str, ...], muxer: str) -> None:
+    """Encode one small frame with ``codec`` and ``options`` (output options as ffmpeg takes them:
+    pixel format, quality, preset, the user's own) into ``muxer``: VideoError with ffmpeg's own
+    words where this ffmpeg refuses them, so that a bad setting fails before any frame is decoded.
+    The encoder wrappers' warnings about an option they ignored (x264-params and the like) count
+    as refusals. Cached: each combination is tried once per process."""
+    import tempfile
+
+    w, h = TRIAL_SIZE
+    with tempfile.TemporaryDirectory(prefix="srgpu-trial-") as tmp:
+        proc = run(["-nostdin", "-hide_banner", "-loglevel", "level+warning", "-f", "lavfi", "-i",
+                    # one frame from the source, not -frames:v, which the user's options may set too
+                    f"color=black:size={w}x{h}:rate=25:duration=0.04", "-c:v", codec, *options,
+                    "-f", muxer, "-y", str(Path(tmp) / "trial")])
+    lines = [split_level(line) for line in proc.stderr.splitlines() if line.strip()]
+    refusals = [text for level, text in lines
+                if level in ERROR_LEVELS or _OWN_ERROR.match(text)
+                or (level == "warning" and text.startswith(f"[{codec}]") and "option" in text.lower())]
+    if proc.returncode != 0 or refusals:
+        detail = "; ".join(list(dict.fromkeys(" ".join(t.split()) for t in refusals))[:2])
+        detail = detail or describe_exit(proc.returncode)
+        raise VideoError(f"encoder {codec} refuses the settings {' '.join(options)!r}: {detail}")
+
+
+@functools.lru_cache(maxsize=1)
+def pix_fmt_depths() -> dict[str, int]:
+    """Each pixel format this ffmpeg knows, with its deepest component in bits (``-pix_fmts``'s
+    BIT_DEPTHS column, e.g. gbrp12le 12, rgb48le 16, pal8 8)."""
+    out = run(["-hide_banner", "-pix_fmts"]).stdout
+    rows = re.finditer(r"^[IOHPB.]{5}\s+(\S+)\s+\d+\s+\d+\s+([\d-]+)\s*$", out, re.M)
+    return {m.group(1): max(int(b) for b in m.group(2).split("-")) for m in rows}
+
+
 @functools.lru_cache(maxsize=None)
 def video_codecs(kind: str) -> frozenset[str]:
     """The video ``kind`` ("encoders" or "decoders") this ffmpeg has (its -encoders / -decoders list)."""

@@ -2,7 +2,8 @@
 
 Frames always travel in the source's own family (4:2:0 / 4:2:2 / 4:4:4 / gray, 8 bits or 16-bit
 little-endian samples carrying 10/12/16 bits), never as RGB: SRCNN works on luma and the chroma
-planes are only resized, so no colour conversion happens anywhere.
+planes are only resized, so no colour conversion happens for a YUV source. An RGB source is the
+one exception: it is converted once to YUV 4:4:4 at its own depth (BT.709, limited range).
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ _SEMI_PLANAR = {"nv12": "420", "nv21": "420", "nv16": "422", "nv61": "422", "nv2
 _HIGH_SEMI = re.compile(r"^(p0|p2|p4)(10|12|16)(le|be)$")  # p010le, p210le, p416le ...
 _PLANAR = re.compile(r"^yuv(a?)(j?)(420|422|444|440|411|410)p(\d+)?(le|be)?$")
 _GRAY = re.compile(r"^(gray|ya)(\d+)?(le|be)?$")
-_RGB = re.compile(r"^(gbrap?|rgba?|bgra?|argb|abgr|rgb|bgr|0rgb|rgb0|0bgr|bgr0|x2rgb|x2bgr|pal8|monob|monow)")
+_RGB = re.compile(r"^(gbra?p|rgb|bgr|argb|abgr|0rgb|0bgr|x2rgb|x2bgr|pal8|monob|monow|bayer_)")
+_RGB_ALPHA = re.compile(r"^(gbrap|rgba|bgra|argb|abgr)")
 
 
 def source_format(pix_fmt: str, keep_alpha: bool = True) -> SourceFormat:
@@ -146,16 +148,22 @@ def source_format(pix_fmt: str, keep_alpha: bool = True) -> SourceFormat:
         family = {"p0": "420", "p2": "422", "p4": "444"}[m.group(1)]
         return SourceFormat(layout(family, int(m.group(2))))
     if _RGB.match(pix_fmt):
-        bits = max((int(b) for b in re.findall(r"(\d+)", pix_fmt) if int(b) in (9, 10, 12, 14, 16)), default=8)
+        # the depth as ffmpeg states it (rgb48le is 16 bits, x2rgb10le 10, gbrpf32le float: 16 here)
+        from .ffmpeg import pix_fmt_depths
+
+        bits = min(max(pix_fmt_depths().get(pix_fmt, 8), 8), 16)
+        alpha = ", its alpha channel left out" if _RGB_ALPHA.match(pix_fmt) else ""
         return SourceFormat(layout("444", bits), rgb=True,
-                            note=f"RGB source ({pix_fmt}) converted to YUV 4:4:4 (BT.709, limited range) "
-                                 "so that SRCNN works on luma")
+                            note=f"RGB source ({pix_fmt}) converted to YUV 4:4:4 at {bits} bits (BT.709, limited "
+                                 f"range) so that SRCNN works on luma{alpha}")
     return SourceFormat(layout("420", 8), note=f"unusual pixel format {pix_fmt} converted to yuv420p")
 
 
-def choose_encoder_format(pipe: PixelLayout, supported: tuple[str, ...]) -> tuple[str, str | None]:
+def choose_encoder_format(pipe: PixelLayout, supported: tuple[str, ...],
+                          encoder: str = "the encoder") -> tuple[str, str | None]:
     """The encoder pixel format closest to the pipe's that loses nothing (same or finer chroma,
-    same or more bits), else the best lossy one, with a note saying what is lost."""
+    same or more bits), else the best lossy one (as many bits as the encoder takes, then the
+    finest chroma), with a note saying what is lost."""
     if not supported or pipe.name in supported:
         return pipe.name, None
     candidates = []
@@ -168,7 +176,9 @@ def choose_encoder_format(pipe: PixelLayout, supported: tuple[str, ...]) -> tupl
         alpha_ok = cand.alpha or not pipe.alpha
         lossless = finer and deeper and alpha_ok
         # rank: lossless first, then the smallest step up; lossy: keep bits, then chroma
-        cost = (0 if lossless else 1, 0 if alpha_ok else 1, abs(cand.bits - pipe.bits) if deeper else 100,
+        # bits: the smallest step up, else the smallest step down (12-bit into 10, not 8)
+        cost = (0 if lossless else 1, 0 if alpha_ok else 1,
+                cand.bits - pipe.bits if deeper else 100 + pipe.bits - cand.bits,
                 (pipe.log2_chroma_w - cand.log2_chroma_w) + (pipe.log2_chroma_h - cand.log2_chroma_h)
                 if finer else 100, cand.alpha != pipe.alpha)
         candidates.append((cost, name, lossless))
@@ -178,4 +188,6 @@ def choose_encoder_format(pipe: PixelLayout, supported: tuple[str, ...]) -> tupl
     cost, name, lossless = min(candidates)
     if lossless:
         return name, f"{pipe.name} stored as {name}, the encoder's nearest format (nothing lost)"
-    return name, f"{pipe.name} encoded as {name}: the encoder cannot store {pipe.name}"
+    bits = LAYOUTS[name].bits
+    depth = f" ({pipe.bits} bits reduced to {bits})" if bits < pipe.bits else ""
+    return name, f"{pipe.name} encoded as {name}{depth}: {encoder} cannot store {pipe.name}"
