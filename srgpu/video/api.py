@@ -19,6 +19,7 @@ from typing import Callable
 from .. import outputs
 from ..engine.base import Engine, PlaneSpec
 from . import containers, ffmpeg, verify
+from .verify import SourceTiming
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
@@ -115,12 +116,16 @@ class VideoJob:
 def open_reader(job: VideoJob) -> Reader | HandoverReader:
     """The job's decoder: a Reader, or, where NVDEC may take over, a HandoverReader of the software
     decoder and NVDEC."""
-    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
+    # NVDEC reports no frame durations: its frames take the source's own (read in the background)
+    nvdec = job.decoder != "software" or job.takeover is not None
+    timing = SourceTiming(job.src, job.stream.index) if nvdec else None
     if job.takeover is None:
-        return reader
+        return Reader(job.src, job.stream.index, job.layout, **job.reader_args, timing=timing)
     decoder, options = job.takeover
     args = {**job.reader_args, "decoder": decoder, "decoder_options": options}
-    return HandoverReader(reader, Reader(job.src, job.stream.index, job.layout, **args), second_name=decoder)
+    return HandoverReader(Reader(job.src, job.stream.index, job.layout, **job.reader_args),
+                          Reader(job.src, job.stream.index, job.layout, **args, timing=timing), second_name=decoder,
+                          timing=timing)
 
 
 def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:

@@ -21,10 +21,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import verify
 from .errors import VideoError
 from .hwdecode import TRIAL_FRAMES
 from .reader import Frame, Reader
+from .verify import SourceTiming
 
 AGREE_FRAMES = TRIAL_FRAMES  # a decoder that differs at all (cropping, range, depth) differs on every frame
 _QUEUE = 8  # frames the second decoder may run ahead of the first while they are compared
@@ -43,12 +43,13 @@ class HandoverReader:
     never took over) and ``note`` says why it did not, where that is worth telling the user."""
 
     def __init__(self, first: Reader, second: Reader, agree: int = AGREE_FRAMES,
-                 second_name: str | None = None) -> None:
+                 second_name: str | None = None, timing: SourceTiming | None = None) -> None:
         if agree < 1:
             raise ValueError("agree must be at least 1")
         self.first, self.second = first, second
         self.agree = agree
         self.second_name = second_name or "the second decoder"
+        self.timing = timing  # the source's packets: the second decoder's frames after a handover must be these
         self.handover_at: int | None = None
         self.note: str | None = None
         self.frames_read = 0
@@ -138,47 +139,59 @@ class HandoverReader:
                         agreed += 1
                 self._count(frame)
                 yield frame
-                if trial and agreed >= self.agree:
+                if trial and agreed >= self.agree and self._source_read():
                     break
             else:
                 return  # the first decoder gave every frame
             self.handover_at = self.frames_read
             self.first.kill()
             first_frames.close()
-            expect = frame.index + 1
-            last_first = frame.pts
-            given: list[int] = []
-            while (item := self._take()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                if item.index != expect:  # cannot happen while both number frames alike: say so if it does
-                    raise VideoError(f"{self.src}: {self.second_name} gave frame {item.index} where frame "
-                                     f"{expect} was due after the handover")
-                expect += 1
-                given.append(item.pts)
-                self._count(item)
-                yield item
-            if not self._stop.is_set():
-                self._check_tail(last_first, given)
+            yield from self._second_frames(frame)
         finally:
             if self.handover_at is None:
                 self._stop_second()
 
-    def _check_tail(self, last_first: int, given: list[int]) -> None:
-        """Nothing compares the second decoder's frames after the handover, and a decoder that ends
-        a frame early ends as quietly as one that is done: so its frames must be the frames the
-        source holds after the last one the first decoder gave, every timestamp (the source's
-        packets, read without decoding: one packet is one frame of the codecs NVDEC decodes)."""
+    def _source_read(self) -> bool:
+        """Whether the source's packets are known, which the frames after a handover are checked
+        against (read in the background meanwhile; the first decoder goes on until then)."""
+        if self.timing is None or not self.timing.ready():
+            return self.timing is None
+        try:
+            self.timing.packets()
+        except VideoError as e:
+            self._give_up(f"cannot read the source's packets to check {self.second_name}'s frames: {e}")
+            return False
+        return True
+
+    def _second_frames(self, last: Frame) -> Iterator[Frame]:
+        """The second decoder's frames after ``last``, each checked against the source's own frames
+        after it (timestamps; the second Reader took durations from them too): nothing compares
+        these frames with the first decoder's any more, and a decoder that ends a frame early ends
+        as quietly as one that is done."""
+        expect = last.index + 1
         tb = self.first.time_base
-        packets = verify.stream_packets(self.first.src, self.first.stream_index)
-        after = [t for t in packets.times() if t > last_first * tb]  # type: ignore[operator]
-        got = [p * tb for p in given]  # type: ignore[operator]
-        if got != after:
-            missing = sorted(set(after) - set(got))
-            what = (f"is missing the frame at {float(missing[0]):.3f} s" if missing and len(got) < len(after)
-                    else "does not time them as the source does")
-            raise TakeoverMismatch(f"{self.src}: after the handover {self.second_name} gave {len(got)} frames where "
-                                   f"the source holds {len(after)}: it {what}")
+        due = self.timing.frames_after(last.pts * tb) if self.timing is not None else None  # type: ignore[operator]
+        given = 0
+        while (item := self._take()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            if item.index != expect:  # cannot happen while both number frames alike: say so if it does
+                raise VideoError(f"{self.src}: {self.second_name} gave frame {item.index} where frame "
+                                 f"{expect} was due after the handover")
+            if due is not None:
+                at = item.pts * tb  # type: ignore[operator]
+                if given >= len(due) or due[given][0] != at:
+                    where = (f"the source's next frame is at {float(due[given][0]):.3f} s" if given < len(due)
+                             else "the source has no more frames")
+                    raise TakeoverMismatch(f"{self.src}: after the handover {self.second_name} gave a frame at "
+                                           f"{float(at):.3f} s where {where}")
+            expect += 1
+            given += 1
+            self._count(item)
+            yield item
+        if due is not None and not self._stop.is_set() and given != len(due):
+            raise TakeoverMismatch(f"{self.src}: after the handover {self.second_name} gave {given} frames where the "
+                                   f"source holds {len(due)}: it is missing the frame at {float(due[given][0]):.3f} s")
 
     # ------------------------------------------------------------ the second decoder
 

@@ -14,9 +14,11 @@ These codecs are specified bit-exactly, but a hardware decoder can still differ 
 (cropping, a profile or bit depth NVDEC lacks, a driver without libnvcuvid), so a source goes to
 NVDEC only after frames decoded both ways came out identical in every sample and timestamp;
 otherwise the software decoder, which is always right, decodes it. The per-frame
-duration is not compared: NVDEC derives it from the frame rate (41.67 ms -> 42 at 24 fps in a
-millisecond time base) where the software decoder takes the container's (41), a tick that can
-change only the last frame's duration in the output. One more difference: the software decoder
+duration is not compared: NVDEC (ffmpeg 9's *_cuvid) reports 0 for every frame, and an encoder
+left to guess the durations can end an MP4 edit list before the last frame (seen on the H100: 279
+of 280 frames shown), so NVDEC's frames take the container's own durations, read from the
+source's packets (srgpu.video.verify.SourceTiming), as the software decoder reports them. One
+more difference: the software decoder
 logs damaged data, and srgpu then stops with an error, where NVDEC may conceal the damage and go
 on; only a stream that ends early is still caught (the output's duration is checked).
 """

@@ -29,6 +29,7 @@ import numpy as np
 from . import ffmpeg
 from .errors import VideoError
 from .formats import PixelLayout
+from .verify import SourceTiming
 
 _SHOWINFO = "[Parsed_showinfo_"
 _FRAME = re.compile(r"\bn:\s*(\d+)\s+pts:\s*(-?\d+|NOPTS)\b")
@@ -82,8 +83,9 @@ class Reader(ffmpeg.Child):
     def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
                  decoder: str | None = None, vf_extra: str | None = None,
                  size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = (),
-                 strict: bool = False) -> None:
+                 strict: bool = False, timing: SourceTiming | None = None) -> None:
         self.src = src
+        self.timing = timing  # the source's own frame durations, for a decoder that gives none (NVDEC)
         self.stream_index = stream_index
         self.size = size  # (width, height) the stream header promised; frames must match it
         self.layout = layout
@@ -232,9 +234,17 @@ class Reader(ffmpeg.Child):
             planes = self._split(data, meta.width, meta.height)
             self.frames_read += 1
             self.last_time = float(pts * self.time_base)  # type: ignore[operator]
-            prev_pts, prev_dur = pts, meta.duration
-            yield Frame(meta.index, pts, meta.duration, planes, recycle=self._recycler(data))
+            duration = meta.duration or self._source_duration(pts)
+            prev_pts, prev_dur = pts, duration
+            yield Frame(meta.index, pts, duration, planes, recycle=self._recycler(data))
         self._finish()
+
+    def _source_duration(self, pts: int) -> int | None:
+        """The container's duration of the frame at ``pts`` (what the software decoder reports)."""
+        if self.timing is None or self.time_base is None:
+            return None
+        seconds = self.timing.duration_at(pts * self.time_base)
+        return None if seconds is None else round(seconds / self.time_base)
 
     def _split(self, data: Any, width: int, height: int) -> list[np.ndarray]:
         flat = np.frombuffer(data, dtype=self.layout.dtype)

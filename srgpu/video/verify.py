@@ -9,6 +9,7 @@ shows, so it does not count.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -23,11 +24,12 @@ _DISCARD = 0x4  # AV_PKT_FLAG_DISCARD
 
 @dataclass(frozen=True)
 class StreamPackets:
-    """The packets of one stream, in file order: ``pts`` in ticks of ``time_base`` (None where a
-    packet has none)."""
+    """The packets of one stream, in file order: ``pts`` and ``durations`` in ticks of
+    ``time_base`` (pts None where a packet has none)."""
 
     time_base: Fraction
     pts: tuple[int | None, ...]
+    durations: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.pts)
@@ -47,6 +49,7 @@ def stream_packets(path: Path, stream_index: int) -> StreamPackets:
         detail = " ".join((proc.stderr.strip().splitlines() or ["no packets"])[-1:])
         raise VideoError(f"{path}: cannot read the packets of stream #{stream_index} back: {detail}")
     pts: list[int | None] = []
+    durations: list[int] = []
     for line in proc.stdout.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -55,7 +58,54 @@ def stream_packets(path: Path, stream_index: int) -> StreamPackets:
         if flags & _DISCARD:
             continue
         pts.append(None if fields[2] == "NOPTS" else int(fields[2]))
-    return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts))
+        durations.append(int(fields[3]))
+    return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts), tuple(durations))
+
+
+class SourceTiming:
+    """The source stream's packets, read on a background thread from construction on: every
+    frame's timestamp and duration as the container gives them (what the software decoder reports
+    for each frame), for a decoder that does not report durations (NVDEC gives 0, and an encoder
+    left to guess the last frame's duration can end an MP4 edit list before the last frame)."""
+
+    def __init__(self, src: Path, stream_index: int) -> None:
+        self._result: StreamPackets | VideoError | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._scan, args=(src, stream_index), name="srgpu-source-packets",
+                                        daemon=True)
+        self._thread.start()
+
+    def _scan(self, src: Path, stream_index: int) -> None:
+        try:
+            self._result = stream_packets(src, stream_index)
+        except VideoError as e:
+            self._result = e
+        finally:
+            self._done.set()
+
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def packets(self) -> StreamPackets:
+        """The packets (waiting for the scan); VideoError if they could not be read."""
+        self._done.wait()
+        if isinstance(self._result, VideoError):
+            raise self._result
+        assert self._result is not None
+        return self._result
+
+    def frames_after(self, time: Fraction) -> list[tuple[Fraction, Fraction]]:
+        """(time, duration) in seconds of every frame presented after ``time`` seconds, in order."""
+        p = self.packets()
+        return sorted((t * p.time_base, d * p.time_base) for t, d in zip(p.pts, p.durations)
+                      if t is not None and t * p.time_base > time)
+
+    def duration_at(self, time: Fraction) -> Fraction | None:
+        """The duration in seconds of the frame presented at ``time`` seconds (None: no such frame)."""
+        if not hasattr(self, "_by_time"):
+            p = self.packets()
+            self._by_time = {t * p.time_base: d * p.time_base for t, d in zip(p.pts, p.durations) if t is not None}
+        return self._by_time.get(time)
 
 
 def check_frames(path: Path, stream_index: int, sent: Sequence[int], time_base: Fraction) -> int:
