@@ -19,6 +19,8 @@ from srgpu import outputs
 from test_video import make_clip
 
 ROOT = Path(__file__).resolve().parents[1]
+# this checkout first, then whatever the environment adds (the GPU machine's ffmpeg, for one)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def slow_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def start(src: Path, dst: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "srgpu", "upscale", str(src), "-o", str(dst), "--device", "cpu"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env=ENV)
 
 
 def temporaries(folder: Path) -> list[Path]:
@@ -99,7 +101,7 @@ def test_the_next_run_removes_what_a_killed_run_left(slow_clip: Path, tmp_path: 
     lookalike = tmp_path / ".out.mp4.srgpu-mine.part.mp4"
     lookalike.write_bytes(b"mine")
     done = subprocess.run([sys.executable, "-m", "srgpu", "upscale", str(short), "-o", str(dst), "--device", "cpu",
-                           "-q"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           "-q"], cwd=ROOT, capture_output=True, text=True, env=ENV)
     assert done.returncode == 0, done.stderr
     assert not left.exists() and alive.exists() and lookalike.exists() and dst.exists()
 
@@ -109,7 +111,7 @@ def test_progress_in_a_log_is_plain_lines(slow_clip: Path, tmp_path: Path) -> No
     short = make_clip(tmp_path / "short.mp4", frames=6, codec="libx264", out_args=("-preset", "ultrafast"))
     done = subprocess.run([sys.executable, "-m", "srgpu", "upscale", str(short), "-o", str(tmp_path / "o.mp4"),
                            "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=ENV)
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stderr and "\x1b" not in done.stderr
     assert "0frame" not in done.stderr and "?frame/s" not in done.stderr
