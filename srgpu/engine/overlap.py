@@ -18,11 +18,15 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .base import EngineError, FrameFormat, FrameProcessor
+from ..errors import EngineError
+from .base import FrameFormat, FrameProcessor
+
+if TYPE_CHECKING:
+    from .gpu import GPUEngine
 
 DEFAULT_SLOTS = 9
 IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
@@ -65,7 +69,9 @@ class OverlappedGPU(FrameProcessor):
     """Frames of one format through a GPUEngine with up to ``slots`` frames between submit and
     release. ``submit`` blocks while every slot is taken (backpressure from the consumer)."""
 
-    def __init__(self, engine: Any, fmt: FrameFormat, slots: int | None = None) -> None:
+    engine: GPUEngine
+
+    def __init__(self, engine: GPUEngine, fmt: FrameFormat, slots: int | None = None) -> None:
         slots = DEFAULT_SLOTS if slots is None else slots
         if slots < 2:
             raise ValueError("overlap needs at least 2 slots")
@@ -115,10 +121,7 @@ class OverlappedGPU(FrameProcessor):
                 engine.stream.wait_event(slot.uploaded)
                 with engine.stream:
                     for src, out, spec in zip(slot.dev_in, slot.dev_out, fmt.specs):
-                        if spec.srcnn:
-                            engine.srcnn_device(src, out, fmt.max_value)
-                        else:
-                            engine.bicubic_device(src, out, fmt.max_value)
+                        engine.plane_device(src, out, spec, fmt.max_value)
                 slot.computed.record(engine.stream)
                 slot.stream.wait_event(slot.computed)
                 for dev, host in zip(slot.dev_out, slot.host_out):
@@ -150,10 +153,6 @@ class OverlappedGPU(FrameProcessor):
                 slot.busy = False
                 self._free.append(slot)
                 self._cond.notify()
-
-    def free_slots(self) -> int:
-        with self._cond:
-            return len(self._free)
 
     def close(self) -> None:
         """Wait for everything queued (so no buffer is freed under a running copy): the compute
