@@ -103,10 +103,8 @@ def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precis
     """create_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        from .tune import Tuner
-
         notify = None if quiet or device == "cpu" else (lambda s: _info(s, False))
-        engine = create_engine(device, model, scale, GPUOptions(precision=precision, notify=notify), Tuner())
+        engine = create_engine(device, model, scale, GPUOptions(precision=precision, notify=notify))
     why = "; ".join(str(w.message).replace("GPU not used, running on the CPU: ", "GPU not used: ")
                     for w in caught if issubclass(w.category, RuntimeWarning))
     _info(f"device: {_describe_engine(engine)}{f' ({why})' if why else ''}; model: {model.describe()}", quiet)

@@ -227,12 +227,12 @@ def test_device_auto_falls_back_and_cuda_fails_clearly() -> None:
     model = random_model("9-1-5", scale=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        engine = create_engine("auto", model, 2, GPUOptions(plan=_bad_plan(model)), Tuner())
+        engine = create_engine("auto", model, 2, GPUOptions(plan=_bad_plan(model)))
     assert isinstance(engine, CPUEngine)
     assert any("conv_v1<1, 64, 9, true, 64, 32>" in str(w.message) for w in caught)
     with pytest.raises(EngineError, match="conv_v1<1, 64, 9, true, 64, 32>"):
-        create_engine("cuda", model, 2, GPUOptions(plan=_bad_plan(model)), Tuner())
-    engine = create_engine("cuda:0", model, 2)
+        create_engine("cuda", model, 2, GPUOptions(plan=_bad_plan(model)))
+    engine = create_engine("cuda:0", model, 2, autotune=False)
     assert engine.name == "cuda" and "GPU cuda:0" in engine.description
     engine.close()
 
