@@ -1,4 +1,5 @@
-"""``srgpu bench`` (kernel part): ms per frame of every layer x variant, of the chosen plan and of
+"""Measuring kernels on this GPU: ``srgpu tune`` (measure a frame size and cache its plan) and
+``srgpu bench`` (kernel part): ms per frame of every layer x variant, of the chosen plan and of
 the whole device-side network, for one frame size (default 1920x1080 -> 3840x2160, x2).
 
 Times are medians of CUDA-event timings after warm-up on random data, excluding host transfers;
@@ -13,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import __version__
+from .engine.options import GPUOptions
 from .model import SUPPORTED_SCALES, ModelError, SRCNNModel, random_model, resolve_model
+from .plans import Plan, Precision, Timing, save_cached
 from .resize import output_size
-from .tune import Plan, Timing, measure, save_cached
+from .tune import TuneResult, measure
 
 DEFAULT_LR_SHAPE = (1080, 1920)
 
@@ -65,8 +68,23 @@ def bench_model(arch: str, scale: int, model: SRCNNModel | None = None) -> SRCNN
         return random_model(arch, seed=0, scale=scale)
 
 
+def tune(model: SRCNNModel, scale: int, lr_shape: tuple[int, int], device_index: int = 0,
+         options: GPUOptions = GPUOptions(), log: Callable[[str], None] | None = None) -> TuneResult:
+    """``srgpu tune``: measure every candidate for ``lr_shape`` upscaled by ``scale`` on this GPU
+    at ``options.precision`` and cache the chosen plan (in ``options.cache_dir``)."""
+    from .engine.gpu import GPUEngine, require_gpu
+
+    require_gpu(device_index)
+    hr_shape = output_size(tuple(lr_shape), scale)
+    with GPUEngine(model, scale, device_index, options) as engine:
+        result = measure(engine, tuple(lr_shape), hr_shape, log=log)
+        path = save_cached(result.key, result.plan, result.timings, options.cache_dir)
+        return TuneResult(result.key, result.plan, result.timings, result.strip_rows, result.stages_ms, path,
+                          result.layerwise)
+
+
 def bench(model: SRCNNModel | None = None, arch: str = "9-1-5", scale: int = 2,
-          lr_shape: tuple[int, int] = DEFAULT_LR_SHAPE, device_index: int = 0, precision: str = "fp32",
+          lr_shape: tuple[int, int] = DEFAULT_LR_SHAPE, device_index: int = 0, precision: Precision = "fp32",
           log: Callable[[str], None] | None = None, save_plan: bool = True) -> BenchReport:
     """Measure every candidate on this GPU for ``lr_shape`` x ``scale`` and time the result."""
     import cupy as cp
@@ -76,7 +94,7 @@ def bench(model: SRCNNModel | None = None, arch: str = "9-1-5", scale: int = 2,
     require_gpu(device_index)
     model = bench_model(arch, scale, model)
     hr_shape = output_size(tuple(lr_shape), scale)
-    with GPUEngine(model, scale, device_index, autotune=False, precision=precision) as engine:
+    with GPUEngine(model, scale, device_index, GPUOptions(precision=precision)) as engine:
         result = measure(engine, tuple(lr_shape), hr_shape, log=log)
         if save_plan:
             save_cached(result.key, result.plan, result.timings)

@@ -4,9 +4,10 @@ this machine, in frames per second, and which stage sets the end-to-end rate.
 Stages, each measured alone on the same clip and settings:
   decode    ffmpeg decoding to raw planar frames through the pipe (the reader; on NVDEC where
             ``upscale_video`` would use it)
-  upload    pinned host -> GPU copies of a frame's planes (CUDA events)
-  gpu       bicubic + SRCNN on luma, bicubic on chroma, conversion back (CUDA events)
-  download  GPU -> pinned host copies of the upscaled planes (CUDA events)
+  upload    pinned host -> GPU copies of a frame's planes   } inside the engine's overlapped
+  gpu       bicubic + SRCNN on luma, bicubic on chroma,     } processor (what upscale_video
+            conversion back                                 } runs), one frame at a time,
+  download  GPU -> pinned host copies of the upscaled planes } CUDA events around each stage
   encode    the encoder fed an upscaled frame through the pipe (the writer; other streams mapped)
   end-to-end  ``upscale_video`` itself: all of the above overlapped
 """
@@ -14,6 +15,7 @@ Stages, each measured alone on the same clip and settings:
 from __future__ import annotations
 
 import resource
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +31,8 @@ from .video.writer import Writer
 
 SAMPLE_FRAMES = 8  # decoded frames kept for the GPU stages
 ENCODE_SAMPLES = 2  # of them upscaled once and fed to the encoder alone, in turn
+GPU_WARMUP = 2  # frames through the GPU stages before they are timed
+GPU_FRAMES = 30  # frames whose stage times give the medians
 
 
 @dataclass(frozen=True)
@@ -170,42 +174,34 @@ def _decode_stage(job: Any, max_frames: int | None) -> tuple[StageResult, list[F
 
 
 def _gpu_stages(engine: Any, job: Any, samples: list[Frame]) -> list[StageResult]:
-    import cupy as cp
-    import cupyx
+    """Upload, compute and download of one frame, timed inside the engine's own overlapped
+    processor (srgpu.engine.overlap, as ``upscale_video`` runs it) with CUDA events around each
+    stage; frames go one at a time, so each stage is measured alone. Medians of GPU_FRAMES frames
+    after GPU_WARMUP (the first may measure a plan and allocates the buffers)."""
+    from .engine.base import FrameFormat
+    from .engine.overlap import OverlappedGPU
 
-    from .tune import time_ms
-
-    mv = job.layout.max_value
     planes = samples[0].planes
-    with engine.device:
-        host_in = [cupyx.empty_pinned(p.shape, p.dtype) for p in planes]
-        for h, p in zip(host_in, planes):
-            h[...] = p
-        dev_in = [cp.empty(p.shape, p.dtype) for p in planes]
-        dev_out = [cp.empty(s.out_shape, planes[0].dtype) for s in job.specs]
-        host_out = [cupyx.empty_pinned(s.out_shape, planes[0].dtype) for s in job.specs]
-        stream = engine.stream
-
-        def upload() -> None:
-            for d, h in zip(dev_in, host_in):
-                d.set(h, stream=stream)
-
-        def compute() -> None:
-            for src, out, spec in zip(dev_in, dev_out, job.specs):
-                (engine.srcnn_device if spec.srcnn else engine.bicubic_device)(src, out, mv)
-
-        def download() -> None:
-            for d, h in zip(dev_out, host_out):
-                d.get(stream=stream, out=h, blocking=False)
-
-        upload()
-        compute()  # first call: plan (tuning if none is cached) and buffers
-        stream.synchronize()
-        results = []
-        for name, fn in (("upload", upload), ("gpu", compute), ("download", download)):
-            ms = time_ms(fn, stream)
-            results.append(StageResult(name, 1, ms / 1000.0))
-    return results
+    fmt = FrameFormat(tuple(p.shape for p in planes), np.dtype(planes[0].dtype), tuple(job.specs),
+                      job.layout.max_value)
+    processor = OverlappedGPU(engine, fmt, slots=2, timed=True)
+    times: dict[str, list[float]] = {"upload": [], "gpu": [], "download": []}
+    try:
+        pinned = []  # as the reader decodes them: into the processor's pinned input memory
+        for p in planes:
+            view = processor.input_buffer(p.nbytes).view(p.dtype)[:p.size].reshape(p.shape)
+            view[...] = p
+            pinned.append(view)
+        for i in range(GPU_WARMUP + GPU_FRAMES):
+            pending = processor.submit(pinned)
+            stage_ms = pending.stage_ms()
+            pending.release()
+            if i >= GPU_WARMUP:
+                for name, ms in stage_ms.items():
+                    times[name].append(ms)
+    finally:
+        processor.close()
+    return [StageResult(name, 1, statistics.median(ms) / 1000.0) for name, ms in times.items()]
 
 
 def _upscale(engine: Engine, job: Any, frames: list[Frame]) -> list[list[np.ndarray]]:

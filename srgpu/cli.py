@@ -19,7 +19,7 @@ import typer
 from tqdm import tqdm
 
 from . import __version__
-from .engine import Engine, EngineError, create_engine
+from .engine import Engine, EngineError, GPUOptions, create_engine
 from .imagefile import ImageFileError
 from .images import BatchError, BatchResult, Job, Outcome, Plan, VideoSettings, plan_batch, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
@@ -91,14 +91,6 @@ HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engin
               "CPU for the encoder), no (the CPU decodes) or nvdec (insist from the first frame, or fail saying why).")
 
 
-def _check_precision(precision: str) -> str:
-    from .tune import PRECISIONS
-
-    if precision not in PRECISIONS:
-        raise EngineError(f"unknown precision {precision!r}: use {', '.join(PRECISIONS)}")
-    return precision
-
-
 def _check_hwdec(hwdec: str) -> str:
     from .video.hwdecode import HWDEC_MODES
 
@@ -111,8 +103,8 @@ def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precis
     """create_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        options = {} if quiet or device == "cpu" else {"notify": lambda s: _info(s, False)}
-        engine = create_engine(device, model, scale, precision=_check_precision(precision), **options)
+        notify = None if quiet or device == "cpu" else (lambda s: _info(s, False))
+        engine = create_engine(device, model, scale, GPUOptions(precision=precision, notify=notify))
     why = "; ".join(str(w.message).replace("GPU not used, running on the CPU: ", "GPU not used: ")
                     for w in caught if issubclass(w.category, RuntimeWarning))
     _info(f"device: {_describe_engine(engine)}{f' ({why})' if why else ''}; model: {model.describe()}", quiet)
@@ -477,13 +469,13 @@ def tune_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
 ) -> None:
     """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
-    from . import tune as tuning
+    from . import bench as tuning
 
     lr_shape = _frame_size(size)
     with _reported():
         index = _cuda_index(device)
         srcnn = resolve_model(model, scale)
-        result = tuning.tune(srcnn, scale, lr_shape, index, precision=_check_precision(precision),
+        result = tuning.tune(srcnn, scale, lr_shape, index, GPUOptions(precision=precision),
                              log=None if quiet else lambda s: _info(s, False))
         print(f"plan for {size} x{scale} on {result.key.gpu}: {result.plan.kind}: {result.plan.describe()}")
         if result.cache_path:
@@ -558,7 +550,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
 
 def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:
     from .kernels.launch import gpu_key
-    from .tune import cached_plans
+    from .plans import cached_plans
 
     lines = []
     for key, plan in cached_plans(gpu_key(name, compute_capability)):

@@ -77,7 +77,7 @@ def random_gpu_engine():
     from srgpu.engine.gpu import GPUEngine
     from srgpu.model import random_model
 
-    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2, autotune=False)
+    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2)  # no planner: no autotuning
     yield engine
     engine.close()
 

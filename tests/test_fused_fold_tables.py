@@ -6,12 +6,18 @@ in float64 (srgpu.kernels.fold.axis_fold, which tests/test_fold.py checks agains
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from srgpu.kernels import fused
 from srgpu.kernels.fold import axis_fold
 from srgpu.model import random_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
+from dev.cuda.fused_not_offered import NOT_OFFERED, not_offered_configs  # noqa: E402
 
 
 def _mirror(i: np.ndarray, n: int) -> np.ndarray:
@@ -128,7 +134,7 @@ def test_fold_is_built_for_9_1_5() -> None:
     for precision in ("fp32", "fp16-fast"):
         with pytest.raises(ValueError):
             fused.config_for(precision, 5, fold=1)
-    for precision in fused.PRECISIONS:
+    for precision in fused.ARITHMETICS:
         cfg = fused.config_for(precision, 1, fold=1)
         flags = ", true>" if precision == "fp32" else ", true, false>"  # fold (, stream)
         assert cfg.kernel_name(1).endswith(flags) and cfg.label.endswith(" fold")
@@ -146,9 +152,9 @@ def test_fp32_packing_carries_the_phase_filters() -> None:
 
 def test_streamed_conv2_tiles_fit_and_are_not_offered() -> None:
     """The streamed-conv2 tiles fit a 227 KiB block (the split 9-5-5 did not: 344 KiB) and stay out
-    of what the tuner offers (fused.NOT_OFFERED: slower than the alternatives or under the bar)."""
-    for (precision, f2), tiles in fused.NOT_OFFERED.items():
-        for cfg in fused.not_offered_configs(precision, f2):
+    of what the tuner offers (dev/cuda/fused_not_offered.py: slower than the alternatives or under the bar)."""
+    for (precision, f2), tiles in NOT_OFFERED.items():
+        for cfg in not_offered_configs(precision, f2):
             assert cfg.stream and cfg.kernel_name(f2).endswith(", true>")
             assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
             assert cfg not in fused.candidate_configs(precision, f2)

@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine import EngineError, PlaneSpec, create_engine
+from srgpu.engine import EngineError, GPUOptions, PlaneSpec, create_engine
 from srgpu.engine.cpu import CPUEngine
 from srgpu.kernels.conv import ConvConfig, default_config, srcnn_layers
 from srgpu.model import load_mat, random_model
 from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
-from srgpu.tune import layerwise_plan
+from srgpu.plans import layerwise_plan
+from srgpu.tune import Tuner
 
 pytestmark = pytest.mark.gpu
 
@@ -30,11 +31,12 @@ def _free_gpu_memory():
     cp.get_default_memory_pool().free_all_blocks()
 
 
-def gpu_engine(model, scale, tmp_path: Path, **kw):
+def gpu_engine(model, scale, tmp_path: Path, autotune: bool = False, **options):
+    """A GPU engine with its plan cache under ``tmp_path``; ``autotune``: handed the tuner."""
     from srgpu.engine.gpu import GPUEngine
 
-    kw.setdefault("autotune", False)
-    return GPUEngine(model, scale, 0, cache_dir=tmp_path / "plans", **kw)
+    return GPUEngine(model, scale, 0, GPUOptions(cache_dir=tmp_path / "plans", **options),
+                     Tuner() if autotune else None)
 
 
 def _compare_8bit(got: np.ndarray, expect: np.ndarray) -> tuple[float, int]:
@@ -225,11 +227,11 @@ def test_device_auto_falls_back_and_cuda_fails_clearly() -> None:
     model = random_model("9-1-5", scale=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        engine = create_engine("auto", model, 2, plan=_bad_plan(model))
+        engine = create_engine("auto", model, 2, GPUOptions(plan=_bad_plan(model)))
     assert isinstance(engine, CPUEngine)
     assert any("conv_v1<1, 64, 9, true, 64, 32>" in str(w.message) for w in caught)
     with pytest.raises(EngineError, match="conv_v1<1, 64, 9, true, 64, 32>"):
-        create_engine("cuda", model, 2, plan=_bad_plan(model))
+        create_engine("cuda", model, 2, GPUOptions(plan=_bad_plan(model)))
     engine = create_engine("cuda:0", model, 2, autotune=False)
     assert engine.name == "cuda" and "GPU cuda:0" in engine.description
     engine.close()

@@ -134,3 +134,27 @@ def test_close_waits_for_every_slots_downloads(random_gpu_engine) -> None:
     jobs = [proc.submit(f) for f in frames]  # nobody waits: the last downloads follow the compute
     proc.close()
     assert all(job.slot.downloaded.done for job in jobs)
+
+
+def test_timed_processor_gives_stage_times_and_the_same_planes(random_gpu_engine) -> None:
+    """The processor srgpu bench times (timed=True: CUDA events around upload, compute and
+    download) gives the untimed engine's planes and a positive time for each stage."""
+    from srgpu.engine.overlap import OverlappedGPU
+
+    h, w = 40, 52
+    in_shapes = ((h, w), (h // 2, w // 2))
+    specs = (PlaneSpec((2 * h, 2 * w), True), PlaneSpec((h, w), False))
+    frames = _frames(np.random.default_rng(7), in_shapes, np.uint8, 255, 3)
+    proc = OverlappedGPU(random_gpu_engine, FrameFormat(in_shapes, np.dtype(np.uint8), specs, 255), slots=2,
+                         timed=True)
+    try:
+        for f in frames:
+            job = proc.submit(f)
+            stages = job.stage_ms()
+            want = random_gpu_engine.upscale_frame(f, specs, 255)
+            for got, expect in zip(job.wait(), want):
+                np.testing.assert_array_equal(got, expect)
+            job.release()
+            assert set(stages) == {"upload", "gpu", "download"} and all(v > 0 for v in stages.values())
+    finally:
+        proc.close()

@@ -18,7 +18,7 @@ from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_laun
 from srgpu.model import random_model
 from srgpu.reference import srcnn_forward, srcnn_layers
 from srgpu.resize import imresize
-from srgpu.tune import FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, save_cached
+from srgpu.plans import FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")
 
@@ -129,7 +129,7 @@ def test_cache_round_trip(tmp_path: Path) -> None:
 
 
 def test_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from srgpu.tune import cache_dir
+    from srgpu.plans import cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache_dir() == tmp_path / "srgpu" / "plans"
@@ -324,34 +324,35 @@ def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: p
     assert lines[0].startswith("    plan 9-1-5 1920x1080 -> 3840x2160 fp32: conv1 v5 ") and "(4.25 ms/frame)" in lines[0]
 
 
-def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's plan policy (measurement itself replaced: it needs a GPU): one measurement
-    per engine, reused for later sizes, a size's cached plan preferred."""
-    from srgpu import tune
+def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path) -> None:
+    """The engine's plan policy (measurement itself replaced by a planner: it needs a GPU): one
+    measurement per engine, reused for later sizes, a size's cached plan preferred, and nothing
+    measured without a planner."""
     from srgpu.engine.gpu import GPUEngine
+    from srgpu.engine.options import GPUOptions
 
     model = random_model("9-1-5")
-    engine = object.__new__(GPUEngine)
-    engine.model, engine.layers, engine.limits, engine.precision = model, conv.srcnn_layers(model), H100_LIMITS, "fp32"
     notices: list[str] = []
-    engine.cache_dir, engine.autotune, engine.log, engine.notify = tmp_path, True, None, notices.append
-    engine._given_plan, engine._measured, engine._plans = None, None, {}
-    engine._prepare = lambda plan: None
     measured = []
 
-    def fake_measure(eng, lr, hr, directory, force=False, log=None):
-        measured.append(hr)
-        return replace(_tuned_plan(), source="tuned")
+    class FakePlanner:
+        def measure(self, eng, lr, hr):
+            measured.append(hr)
+            return replace(_tuned_plan(), source="tuned")
 
-    monkeypatch.setattr(tune, "plan_for", fake_measure)
+    engine = object.__new__(GPUEngine)
+    engine.model, engine.layers, engine.limits = model, conv.srcnn_layers(model), H100_LIMITS
+    engine.options, engine.planner = GPUOptions(cache_dir=tmp_path, notify=notices.append), FakePlanner()
+    engine._measured, engine._plans = None, {}
+    engine._prepare = lambda plan: None
     first = engine.plan_for((10, 10), (20, 20))
     assert engine.plan_for((30, 40), (60, 80)) is first and engine.plan_for((10, 10), (20, 20)) is first
     assert measured == [(20, 20)]
     # the user is told once that the first frame waits for a measurement, and what it chose
     assert len(notices) == 2 and "10x10 -> 20x20" in notices[0] and first.describe() in notices[1]
-    save_cached(tune.plan_key(engine, (5, 5), (10, 10)), default_plan(model), (), tmp_path)
+    save_cached(plan_key(H100_LIMITS.key, model.arch, (5, 5), (10, 10), "fp32"), default_plan(model), (), tmp_path)
     assert engine.plan_for((5, 5), (10, 10)).source == "cache"
-    engine.autotune, engine._measured = False, None
+    engine.planner, engine._measured = None, None
     assert engine.plan_for((7, 7), (14, 14)).source == "default" and measured == [(20, 20)]
 
 

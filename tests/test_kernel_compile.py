@@ -8,11 +8,17 @@ architecture-specific paths."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from srgpu.kernels import bicubic, conv, fused, quantize
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 from srgpu.model import random_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
+from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 
@@ -66,7 +72,7 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
     names = sorted({n for p in precisions for f2 in (1, 3, 5)
-                    for cfg in fused.candidate_configs(p, f2) + fused.not_offered_configs(p, f2)
+                    for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)
                     for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)

@@ -1,4 +1,4 @@
-"""scripts/train.py (needs PyTorch, the `train` extra; skipped without it): a run stopped by
+"""scripts/training/train.py (needs PyTorch, the `train` extra; skipped without it): a run stopped by
 --time-limit and continued with --resume ends exactly where the uninterrupted run ends."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def train(out: Path, data: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "scripts" / "train.py"), "--arch", "9-1-5", "--scale", "3", "--data", str(data),
+    cmd = [sys.executable, str(ROOT / "scripts" / "training" / "train.py"), "--arch", "9-1-5", "--scale", "3", "--data", str(data),
            "--iters", "6", "--batch", "4", "--val-interval", "2", "--val-every-nth", "2", "--workers", "1",
            "--device", "cpu", "--hr-scales", "1.0", "--warmup", "2", "--out", str(out), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -84,7 +84,7 @@ def test_the_trained_centre_is_the_inference_networks_centre() -> None:
     exactly the inference network's ('same' size, replicate border) output there."""
     import torch
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "training"))
     from train import SRCNN
 
     torch.manual_seed(0)

@@ -1,6 +1,8 @@
 """Engines: CPU and GPU implementations of one interface (planes in, upscaled planes out)."""
 
-from .base import Engine, EngineError, PlaneSpec
+from ..errors import EngineError
+from .base import Engine, PlaneSpec
+from .options import GPUOptions
 from .select import create_engine
 
-__all__ = ["Engine", "EngineError", "PlaneSpec", "create_engine"]
+__all__ = ["Engine", "EngineError", "GPUOptions", "PlaneSpec", "create_engine"]

@@ -10,8 +10,9 @@ A frame whose 64- and 32-channel intermediates do not fit the memory budget runs
 strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
 border affects are discarded, so the result equals the untiled one exactly.
 
-The plan for a frame size comes from srgpu.tune (cached per GPU model, model architecture and
-frame size; measured on first use when ``autotune``). Any compile or launch failure raises
+The plan for a frame size (srgpu.plans) is the given one, else the cached one (per GPU model,
+model architecture, frame size and precision), else one measured on first use by the planner the
+engine was handed (srgpu.tune.Tuner), else the default. Any compile or launch failure raises
 EngineError naming the kernel.
 """
 
@@ -21,18 +22,28 @@ import contextlib
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
+from ..errors import EngineError
+from ..kernels.timing import time_ms
 from ..model import SRCNNModel
-from .base import Engine, EngineError, PlaneSpec
+from ..kernels.conv import ConvConfig
+from ..plans import ACCURACY_BAR, FUSED_BACKENDS, FusedChoice, Plan, Precision, default_plan, load_cached, plan_key
+from .base import Engine, FrameFormat, FrameProcessor, PlaneSpec
+from .options import GPUOptions
 
 SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float32))
 MEMORY_FRACTION = 0.6  # of free device memory the strip buffers may take when no budget is given
 MIN_KEPT_ROWS = 16  # rows a strip must keep besides its halos, or the frame is refused
 CACHED_SHAPES = 4  # frame sizes whose buffers are kept
+
+
+class Planner(Protocol):
+    """Measures a plan for a frame size on ``engine`` and caches it (srgpu.tune.Tuner)."""
+
+    def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int]) -> Plan: ...
 
 
 @dataclass
@@ -42,31 +53,20 @@ class _Work:
 
 
 class GPUEngine(Engine):
-    """SRCNN on ``cuda:device_index``.
+    """SRCNN on ``cuda:device_index`` as ``options`` ask (GPUOptions, checked when made).
 
-    plan: run this plan for every frame size (srgpu.tune.Plan) instead of choosing one.
-    autotune: when the first frame size without a cached plan comes, measure one (and cache it);
-        later sizes without a cached plan reuse it. Without autotune the default plan runs
+    planner: when the first frame size without a cached plan comes, it measures one (and caches
+        it); later sizes without a cached plan reuse it. Without a planner the default plan runs
         until ``srgpu tune`` caches one.
-    tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
-    precision: 'fp32' | 'fp16' | 'auto', passed to fused backends; layer-wise plans are fp32.
-    self_check: run the starting plan on a small random frame against the CPU reference.
-    log: every candidate's timing while tuning; notify: one line when tuning starts and one when it
-        ends (what a command-line user needs to know why nothing moves for a while).
     """
 
     name = "cuda"
 
-    def __init__(self, model: SRCNNModel, scale: int, device_index: int = 0, *, plan: Any = None,
-                 autotune: bool = True, tile_budget_bytes: int | None = None, cache_dir: Path | None = None,
-                 precision: str = "fp32", self_check: bool = True, log: Callable[[str], None] | None = None,
-                 notify: Callable[[str], None] | None = None) -> None:
+    def __init__(self, model: SRCNNModel, scale: int, device_index: int = 0, options: GPUOptions = GPUOptions(),
+                 planner: Planner | None = None) -> None:
         super().__init__(model, scale)
-        from .. import tune
         from ..kernels.conv import srcnn_layers
 
-        if precision not in tune.PRECISIONS:
-            raise EngineError(f"unknown precision {precision!r}: use {', '.join(tune.PRECISIONS)}")
         try:
             import cupy as cp
 
@@ -83,18 +83,13 @@ class GPUEngine(Engine):
             raise EngineError(f"cuda:{device_index} cannot be used ({' '.join(str(e).split())})") from None
         self.device_index = device_index
         self.description = f"GPU cuda:{device_index} ({self.limits.name})"
-        self.precision = precision
-        self.autotune = autotune
-        self.tile_budget_bytes = tile_budget_bytes
-        self.cache_dir = cache_dir
-        self.log = log
-        self.notify = notify
+        self.options = options
+        self.planner = planner
         self.layers = srcnn_layers(model)
-        self._given_plan = plan
-        self._measured: Any = None  # the plan this engine measured (autotune), reused for other sizes
-        self._plans: dict[tuple[tuple[int, int], tuple[int, int]], Any] = {}
+        self._measured: Plan | None = None  # the plan this engine measured, reused for other sizes
+        self._plans: dict[tuple[tuple[int, int], tuple[int, int]], Plan] = {}
         self._conv_kernels: dict[str, Any] = {}
-        self._fused_runners: dict[Any, Callable[..., None]] = {}
+        self._fused_runners: dict[FusedChoice, Callable[..., None]] = {}
         self._io: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
         self._work: OrderedDict[Any, _Work] = OrderedDict()
         self._strips: OrderedDict[Any, tuple[Any, Any, Any]] = OrderedDict()
@@ -109,11 +104,15 @@ class GPUEngine(Engine):
                              for i in (1, 2, 3)]
             self.bicubic = Bicubic(device_index, self.limits)
             self.quantize = Quantize(device_index, self.limits)
-            start = plan if plan is not None else tune.default_plan(model)
-            if self_check:
+            start = options.plan if options.plan is not None else default_plan(model)
+            if options.self_check:
                 self.check_plan(start)
             else:
                 self._prepare(start)
+
+    @property
+    def precision(self) -> Precision:
+        return self.options.precision
 
     # ------------------------------------------------------------ host API (Engine)
 
@@ -134,10 +133,7 @@ class GPUEngine(Engine):
             for slot, ((plane, back), spec) in enumerate(zip(prepared, specs)):
                 src, out = self._io_buffers(slot, plane.shape, plane.dtype, tuple(spec.out_shape))
                 src.set(plane, stream=self.stream)
-                if spec.srcnn:
-                    self.srcnn_device(src, out, max_value)
-                else:
-                    self.bicubic_device(src, out, max_value)
+                self.plane_device(src, out, spec, max_value)
                 outs.append(out)
             for out, (_, back) in zip(outs, prepared):
                 host = out.get(stream=self.stream, blocking=False)
@@ -145,7 +141,7 @@ class GPUEngine(Engine):
             self.stream.synchronize()
         return [host if back is None else host.astype(back) for host, back in results]
 
-    def frame_processor(self, fmt: Any, slots: int | None = None) -> Any:
+    def frame_processor(self, fmt: FrameFormat, slots: int | None = None) -> FrameProcessor:
         """Overlapped upload / compute / download with pinned buffers (srgpu.engine.overlap)."""
         from .overlap import OverlappedGPU
 
@@ -157,6 +153,13 @@ class GPUEngine(Engine):
         self._strips.clear()
 
     # ------------------------------------------------------------ device API (for pipelines)
+
+    def plane_device(self, src: Any, out: Any, spec: PlaneSpec, max_value: float) -> None:
+        """Queue ``spec``'s path for device plane ``src`` into ``out``: SRCNN or bicubic only."""
+        if spec.srcnn:
+            self.srcnn_device(src, out, max_value)
+        else:
+            self.bicubic_device(src, out, max_value)
 
     def srcnn_device(self, src: Any, out: Any, max_value: float) -> None:
         """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
@@ -173,34 +176,33 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ plans
 
-    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> Any:
-        from .. import tune
-
+    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> Plan:
         key = (tuple(in_shape), tuple(out_shape))
         plan = self._plans.get(key)
         if plan is None:
-            if self._given_plan is not None:
-                plan = self._given_plan
+            notify = self.options.notify
+            if self.options.plan is not None:
+                plan = self.options.plan
             else:
-                plan = tune.load_cached(tune.plan_key(self, in_shape, out_shape), self.cache_dir, self.layers)
-            if plan is None and self.autotune and self._measured is None:
+                plan = load_cached(plan_key(self.limits.key, self.model.arch, in_shape, out_shape, self.precision),
+                                   self.options.cache_dir, self.layers)
+            if plan is None and self.planner is not None and self._measured is None:
                 # measure once per engine: a folder of images of many sizes must not pay a tuning
                 # run per size; later sizes without a cached plan reuse this one
-                if self.notify:  # tens of seconds with nothing else to show: say why
-                    self.notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
-                                f"on this GPU (once; the choice is cached) ...")
+                if notify:  # tens of seconds with nothing else to show: say why
+                    notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
+                           f"on this GPU (once; the choice is cached) ...")
                 started = time.perf_counter()
-                plan = self._measured = tune.plan_for(self, in_shape, out_shape, self.cache_dir, force=True,
-                                                      log=self.log)
-                if self.notify:
-                    self.notify(f"chose {plan.describe()} in {time.perf_counter() - started:.0f} s")
+                plan = self._measured = self.planner.measure(self, tuple(in_shape), tuple(out_shape))
+                if notify:
+                    notify(f"chose {plan.describe()} in {time.perf_counter() - started:.0f} s")
             if plan is None:
-                plan = self._measured or tune.default_plan(self.model)
+                plan = self._measured or default_plan(self.model)
             self._prepare(plan)
             self._plans[key] = plan
         return plan
 
-    def _prepare(self, plan: Any) -> None:
+    def _prepare(self, plan: Plan) -> None:
         """Compile what ``plan`` runs (EngineError naming the kernel on failure)."""
         if plan.kind == "layerwise":
             try:
@@ -213,10 +215,10 @@ class GPUEngine(Engine):
         else:
             raise EngineError(f"unknown plan kind {plan.kind!r}")
 
-    def check_plan(self, plan: Any, seed: int = 0) -> None:
+    def check_plan(self, plan: Plan, seed: int = 0) -> None:
         """Run ``plan`` on a small random frame against the CPU reference (float32 output within
-        1e-4 of the float64 reference for layer-wise plans; 8-bit outputs within one level,
-        >= 99.9 % equal, for fused ones). EngineError if it fails."""
+        1e-4 of the float64 reference for layer-wise plans; 8-bit outputs within the accuracy bar,
+        srgpu.plans.ACCURACY_BAR, for fused ones). EngineError if it fails."""
         from ..reference import srcnn_forward
         from ..resize import imresize
 
@@ -248,13 +250,13 @@ class GPUEngine(Engine):
                 up8 = imresize((np.round(lr * 255) / 255).astype(np.float64), output_shape=out_shape)
                 ref8 = np.floor(np.clip(srcnn_forward(up8, self.model, dtype=np.float64), 0, 1) * 255 + 0.5)
                 diff = np.abs(got.astype(np.int32) - ref8.astype(np.int32))
-                if diff.max() > 1 or np.mean(diff == 0) < 0.999:
+                if not ACCURACY_BAR.met(float(np.mean(diff == 0)), int(diff.max())):
                     raise EngineError(f"plan {plan.describe()} failed its self-check: {np.mean(diff == 0):.4%} of "
                                       f"8-bit pixels equal, max difference {int(diff.max())}")
 
     # ------------------------------------------------------------ running a plan
 
-    def _run_plan(self, plan: Any, src: Any, out: Any, max_value: float) -> None:
+    def _run_plan(self, plan: Plan, src: Any, out: Any, max_value: float) -> None:
         in_shape, out_shape = tuple(src.shape), tuple(out.shape)
         if plan.kind == "fused":  # the kernel reads the samples and writes the converted output itself
             try:
@@ -268,7 +270,7 @@ class GPUEngine(Engine):
         self.bicubic.resize(src, work.y, work.tmp, max_value, False, self.stream)
         self._layers(plan, work.y, out, max_value)
 
-    def _layers(self, plan: Any, y: Any, out: Any, max_value: float | None) -> None:
+    def _layers(self, plan: Plan, y: Any, out: Any, max_value: float | None) -> None:
         """The three layers on ``y`` (H, W) in strips; ``out`` gets the converted result (or the
         raw float output when ``max_value`` is None)."""
         H, W = y.shape
@@ -284,7 +286,7 @@ class GPUEngine(Engine):
             else:
                 self.quantize.from_unit(part, out[s.r0:s.r1], max_value, self.stream)
 
-    def run_layer(self, index: int, cfg: Any, x: Any, y: Any) -> None:
+    def run_layer(self, index: int, cfg: ConvConfig, x: Any, y: Any) -> None:
         from ..kernels import conv
 
         layer = self.layers[index]
@@ -295,10 +297,10 @@ class GPUEngine(Engine):
         wt, b = self._weights[index]
         conv.run(kernel, layer, cfg, x, wt, b, y, self.stream)
 
-    def compile_layer_configs(self, index: int, configs: Sequence[Any]) -> None:
+    def compile_layer_configs(self, index: int, configs: Sequence[ConvConfig]) -> None:
         self._compile_pairs([(index, c) for c in configs])
 
-    def _compile_pairs(self, pairs: Sequence[tuple[int, Any]]) -> None:
+    def _compile_pairs(self, pairs: Sequence[tuple[int, ConvConfig]]) -> None:
         from ..kernels.conv import compile_configs
 
         todo = [(self.layers[i], c) for i, c in pairs if c.kernel_name(self.layers[i]) not in self._conv_kernels]
@@ -306,12 +308,10 @@ class GPUEngine(Engine):
             with self.device:
                 self._conv_kernels.update(compile_configs(todo, self.device_index, self.limits))
 
-    def _fused_runner(self, choice: Any) -> Callable[..., None]:
+    def _fused_runner(self, choice: FusedChoice | None) -> Callable[..., None]:
         import importlib
 
-        from .. import tune
-
-        if choice is None or choice.backend not in tune.FUSED_BACKENDS:
+        if choice is None or choice.backend not in FUSED_BACKENDS:
             raise EngineError(f"unknown fused backend {getattr(choice, 'backend', None)!r}")
         runner = self._fused_runners.get(choice)
         if runner is None:
@@ -320,7 +320,8 @@ class GPUEngine(Engine):
             except ImportError as e:
                 raise EngineError(f"fused backend {choice.backend} is not available ({e})") from None
             with self.device:
-                runner = backend.fused_runner(choice, self.model, self.device_index, self.limits)
+                runner = backend.fused_runner(choice.arithmetic, dict(choice.params), self.model, self.device_index,
+                                              self.limits)
             self._fused_runners[choice] = runner
         return runner
 
@@ -331,7 +332,7 @@ class GPUEngine(Engine):
         key = (H, W)
         if key not in self._strip_rows:
             row_bytes = 4 * W * (self.model.n1 + self.model.n2 + 1)
-            budget = self.tile_budget_bytes
+            budget = self.options.tile_budget_bytes
             if budget is None:
                 cp = self._cp
                 with self.device:
@@ -387,12 +388,10 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ timing (srgpu.tune, srgpu.bench)
 
-    def time_network(self, plan: Any, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
+    def time_network(self, plan: Plan, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
                      dtype: type = np.uint8, seed: int = 1) -> tuple[float, dict[str, float]]:
         """(ms per frame of the whole device-side network for ``plan`` on a random 8-bit frame,
         ms of each stage run alone)."""
-        from ..tune import time_ms
-
         cp = self._cp
         rng = np.random.default_rng(seed)
         self._prepare(plan)

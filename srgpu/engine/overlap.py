@@ -18,11 +18,15 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .base import EngineError, FrameFormat, FrameProcessor
+from ..errors import EngineError
+from .base import FrameFormat, FrameProcessor
+
+if TYPE_CHECKING:
+    from .gpu import GPUEngine
 
 DEFAULT_SLOTS = 9
 IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
@@ -38,6 +42,7 @@ class _Slot:
     uploaded: Any
     computed: Any
     downloaded: Any
+    starts: tuple[Any, Any, Any] | None = None  # timed processors: upload, compute, download start events
     busy: bool = False
 
 
@@ -56,6 +61,19 @@ class Pending:
             self._planes = list(self.slot.host_out)
         return self._planes
 
+    def stage_ms(self) -> dict[str, float]:
+        """Timed processors, after ``wait()`` and before ``release()``: ms of this frame's upload,
+        compute ("gpu") and download, by CUDA events around each."""
+        from cupy.cuda import get_elapsed_time
+
+        slot = self.slot
+        if slot.starts is None:
+            raise ValueError("stage times need a processor made with timed=True")
+        self.wait()
+        return {"upload": get_elapsed_time(slot.starts[0], slot.uploaded),
+                "gpu": get_elapsed_time(slot.starts[1], slot.computed),
+                "download": get_elapsed_time(slot.starts[2], slot.downloaded)}
+
     def release(self) -> None:
         """The planes have been consumed: the slot may take the next frame."""
         self.owner._release(self.slot)
@@ -63,9 +81,12 @@ class Pending:
 
 class OverlappedGPU(FrameProcessor):
     """Frames of one format through a GPUEngine with up to ``slots`` frames between submit and
-    release. ``submit`` blocks while every slot is taken (backpressure from the consumer)."""
+    release. ``submit`` blocks while every slot is taken (backpressure from the consumer).
+    ``timed``: record CUDA events around each stage of a frame (Pending.stage_ms; srgpu bench)."""
 
-    def __init__(self, engine: Any, fmt: FrameFormat, slots: int | None = None) -> None:
+    engine: GPUEngine
+
+    def __init__(self, engine: GPUEngine, fmt: FrameFormat, slots: int | None = None, timed: bool = False) -> None:
         slots = DEFAULT_SLOTS if slots is None else slots
         if slots < 2:
             raise ValueError("overlap needs at least 2 slots")
@@ -85,8 +106,9 @@ class OverlappedGPU(FrameProcessor):
                 dev_out = [cp.empty(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs]
                 stream = cp.cuda.Stream(non_blocking=True)
                 # block=True: a host wait sleeps instead of spinning a CPU core (cudaEventBlockingSync)
-                events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(3)]
-                self._slots.append(_Slot(i, host_out, dev_in, dev_out, stream, *events))
+                events = [cp.cuda.Event(block=True, disable_timing=not timed) for _ in range(3)]
+                starts = tuple(cp.cuda.Event(block=True) for _ in range(3)) if timed else None
+                self._slots.append(_Slot(i, host_out, dev_in, dev_out, stream, *events, starts))
         self._free.extend(self._slots)
         self._cupyx = cupyx
 
@@ -109,18 +131,21 @@ class OverlappedGPU(FrameProcessor):
         engine = self.engine
         try:
             with engine.device, engine._guard("queueing a frame"):
+                if slot.starts:
+                    slot.starts[0].record(slot.stream)
                 for dev, src in zip(slot.dev_in, planes):
                     dev.set(np.ascontiguousarray(src), stream=slot.stream)
                 slot.uploaded.record(slot.stream)
                 engine.stream.wait_event(slot.uploaded)
+                if slot.starts:
+                    slot.starts[1].record(engine.stream)
                 with engine.stream:
                     for src, out, spec in zip(slot.dev_in, slot.dev_out, fmt.specs):
-                        if spec.srcnn:
-                            engine.srcnn_device(src, out, fmt.max_value)
-                        else:
-                            engine.bicubic_device(src, out, fmt.max_value)
+                        engine.plane_device(src, out, spec, fmt.max_value)
                 slot.computed.record(engine.stream)
                 slot.stream.wait_event(slot.computed)
+                if slot.starts:
+                    slot.starts[2].record(slot.stream)
                 for dev, host in zip(slot.dev_out, slot.host_out):
                     dev.get(stream=slot.stream, out=host, blocking=False)
                 slot.downloaded.record(slot.stream)
@@ -150,10 +175,6 @@ class OverlappedGPU(FrameProcessor):
                 slot.busy = False
                 self._free.append(slot)
                 self._cond.notify()
-
-    def free_slots(self) -> int:
-        with self._cond:
-            return len(self._free)
 
     def close(self) -> None:
         """Wait for everything queued (so no buffer is freed under a running copy): the compute

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 import warnings
 
+from ..errors import EngineError
 from ..model import SRCNNModel
-from .base import Engine, EngineError
+from .base import Engine
 from .cpu import CPUEngine
+from .options import GPUOptions
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
@@ -21,14 +23,17 @@ def parse_device(device: str) -> tuple[str, int]:
     return device, 0
 
 
-def create_engine(device: str, model: SRCNNModel, scale: int, **gpu_options: object) -> Engine:
+def create_engine(device: str, model: SRCNNModel, scale: int, options: GPUOptions = GPUOptions(),
+                  autotune: bool = True) -> Engine:
     """Make the engine for ``device``. 'auto' falls back to the CPU with a warning that says why;
-    'cuda' fails with an EngineError naming the cause."""
+    'cuda' fails with an EngineError naming the cause. ``options`` are for a GPU engine (the CPU
+    has no choices); ``autotune``: hand it the tuner, so a frame size without a cached plan is
+    measured once (else the default plan runs until ``srgpu tune`` caches one)."""
     kind, index = parse_device(device)
     if kind == "cpu":
         return CPUEngine(model, scale)
     try:
-        return _gpu_engine(model, scale, index, **gpu_options)
+        return _gpu_engine(model, scale, index, options, autotune)
     except EngineError as e:
         if kind == "cuda":
             raise
@@ -36,7 +41,7 @@ def create_engine(device: str, model: SRCNNModel, scale: int, **gpu_options: obj
         return CPUEngine(model, scale)
 
 
-def _gpu_engine(model: SRCNNModel, scale: int, index: int, **options: object) -> Engine:
+def _gpu_engine(model: SRCNNModel, scale: int, index: int, options: GPUOptions, autotune: bool) -> Engine:
     from ..gpuinfo import cuda_status
 
     status = cuda_status()
@@ -48,4 +53,6 @@ def _gpu_engine(model: SRCNNModel, scale: int, index: int, **options: object) ->
         from .gpu import GPUEngine
     except ImportError as e:
         raise EngineError(f"the GPU engine is not available in this build ({e})") from None
-    return GPUEngine(model, scale, device_index=index, **options)
+    from ..tune import Tuner  # the factory wires the tuner in: the engine itself never imports it
+
+    return GPUEngine(model, scale, index, options, Tuner() if autotune else None)

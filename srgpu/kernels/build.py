@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..engine.base import EngineError
+from ..errors import EngineError
 from .launch import DeviceLimits, Launch, LaunchError, validate_launch
 
 KERNEL_DIR = Path(__file__).resolve().parent

@@ -224,7 +224,7 @@ def reference(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, relu: bool) -
 
 def compile_configs(pairs: Iterable[tuple[ConvLayer, ConvConfig]], device_index: int, limits: Any) -> dict[str, Any]:
     """Compile the kernels of (layer, config) pairs in one NVRTC call: kernel name -> Kernel."""
-    from ..engine.base import EngineError
+    from ..errors import EngineError
     from .build import compile_kernels
     from .launch import LaunchError, validate_launch
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.base import from_unit_float, to_unit_float
+from ..samples import from_unit_float, to_unit_float
 from .bicubic import CLIP, IN_TYPES, QUANT, inv_max
 from .launch import Launch, cdiv
 

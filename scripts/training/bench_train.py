@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Time scripts/train.py's optimiser step on random patches, to choose batch size and precision.
+"""Time scripts/training/train.py's optimiser step on random patches, to choose batch size and precision.
 
-    python3 scripts/bench_train.py --arch 9-1-5 9-5-5 --batch 128 32 --amp off fp16 bf16 [--steps 50]
+    python3 scripts/training/bench_train.py --arch 9-1-5 9-5-5 --batch 128 32 --amp off fp16 bf16 [--steps 50]
 
 Prints ms per step and scored megapixels per second for each combination (one process, whole GPU).
 """

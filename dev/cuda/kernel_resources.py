@@ -3,8 +3,8 @@
 offline by NVRTC with ptxas' report for a given GPU architecture: no GPU needed, so register
 pressure and spills of a kernel edit can be checked before spending GPU time on it.
 
-    python3 scripts/kernel_resources.py [--arch 90] [--precision fp32 fp16 fp16-fast] [--f2 1 5]
-    python3 scripts/kernel_resources.py --source conv.cu --name "conv_v5<...>"
+    python3 dev/cuda/kernel_resources.py [--arch 90] [--precision fp32 fp16 fp16-fast] [--f2 1 5]
+    python3 dev/cuda/kernel_resources.py --source conv.cu --name "conv_v5<...>"
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 from srgpu.kernels import fused  # noqa: E402
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source  # noqa: E402
 
@@ -49,7 +50,7 @@ def resources(source: str, name: str, arch: int) -> dict[str, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", type=int, default=90, help="sm_ARCH (90: H100/H200)")
-    ap.add_argument("--precision", nargs="+", default=list(fused.PRECISIONS))
+    ap.add_argument("--precision", nargs="+", default=list(fused.ARITHMETICS))
     ap.add_argument("--f2", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--source", help="with --name: one instantiation of this .cu file instead")
     ap.add_argument("--name", help="a template instantiation, e.g. 'fused_fp32<1, 64, 64, 16, 256, 4>'")
@@ -59,7 +60,7 @@ def main() -> None:
     else:
         jobs = [(cfg.source, cfg.kernel_name(f2), fused.shared_bytes(cfg, f2))
                 for p in args.precision for f2 in args.f2
-                for cfg in fused.candidate_configs(p, f2) + fused.not_offered_configs(p, f2)]
+                for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
     print(f"{'kernel':<52} {'regs':>5} {'stack':>6} {'spill st':>9} {'spill ld':>9} {'shared KiB':>11}")
     for source, name, shared in jobs:
         r = resources(source, name, args.arch)

@@ -2,11 +2,11 @@
 """Where the CPU goes in `srgpu upscale` of a video: plain ffmpeg's CPU per frame against srgpu's
 (its ffmpeg children, and its own Python process split by thread).
 
-    python3 scripts/bench_cpu_share.py [--source SRC] [--presets ultrafast veryfast] [--rounds 2]
-    python3 scripts/bench_cpu_share.py --slots --source SRC   # no GPU: preallocated slots stand in
+    python3 scripts/benchmarks/bench_cpu_share.py [--source SRC] [--presets ultrafast veryfast] [--rounds 2]
+    python3 scripts/benchmarks/bench_cpu_share.py --slots --source SRC   # no GPU: preallocated slots stand in
 
 The default source is the Big Buck Bunny clip of ../shared/data/video scaled to 1920x1080, x264
-crf 18 (as scripts/bench_ffmpeg.py). With --slots the engine is replaced by preallocated output
+crf 18 (as scripts/benchmarks/bench_ffmpeg.py). With --slots the engine is replaced by preallocated output
 planes (nothing is upscaled; the plain ffmpeg run is skipped), which isolates the pipeline's own
 CPU (decoding pipe, copies, writer) on a machine without a GPU.
 """
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "benchmarks"))
 from bench_ffmpeg import default_source, ffmpeg  # noqa: E402
 from srgpu.bench_video import cpu_seconds  # noqa: E402
-from srgpu.engine import create_engine  # noqa: E402
+from srgpu.engine import GPUOptions, create_engine  # noqa: E402
 from srgpu.engine.base import Engine, FrameFormat, FrameProcessor  # noqa: E402
 from srgpu.model import random_model, resolve_model  # noqa: E402
 from srgpu.video.api import EncodeOptions, upscale_video  # noqa: E402
@@ -127,7 +127,7 @@ def main() -> None:
         if args.slots:
             engine: Engine = SlotEngine(random_model("9-1-5", seed=1), 2)
         else:
-            engine = create_engine("cuda", resolve_model("9-1-5", 2), 2, precision="auto")
+            engine = create_engine("cuda", resolve_model("9-1-5", 2), 2, GPUOptions(precision="auto"))
         for preset in args.presets:
             for rnd in range(args.rounds):
                 line = f"{preset:<10} round {rnd}:"

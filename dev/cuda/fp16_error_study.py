@@ -6,7 +6,7 @@ weights rounded to fp16 and accumulates in fp32 (as mma.sync with fp32 accumulat
 layers stay fp32 (what the hi/lo split achieves). Input: the evaluation images degraded by the
 protocol and quantised to 8 bits (a decoded frame), upscaled as the engine does.
 
-    python3 scripts/fp16_error_study.py [--images ../shared/data/eval/Set5] [--scale 2]
+    python3 dev/cuda/fp16_error_study.py [--images ../shared/data/eval/Set5] [--scale 2]
 
 Needs PyTorch (CPU is enough).
 """
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from srgpu.color import quantize  # noqa: E402
 from srgpu.engine.base import from_unit_float, to_unit_float  # noqa: E402

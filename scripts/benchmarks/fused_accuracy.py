@@ -6,9 +6,9 @@ The bar of issue 6 (fp16: >= 99.9 % of 8-bit pixels equal to fp32, never more th
 apart) is judged here on real content: the Set5 images degraded x2 by the evaluation's
 protocol (srgpu.resize.imresize, rounded to 8 bits like a decoded frame) and bench_peers'
 synthetic frame. For each precision it runs the default tile and, with --not-offered, the first
-tile of fused.NOT_OFFERED (e.g. the streamed split fp16 9-5-5).
+tile of dev/cuda/fused_not_offered.py (e.g. the streamed split fp16 9-5-5).
 
-    python3 scripts/fused_accuracy.py [--arch 9-1-5 --arch 9-5-5] [--not-offered] [--set5 DIR]
+    python3 scripts/benchmarks/fused_accuracy.py [--arch 9-1-5 --arch 9-5-5] [--not-offered] [--set5 DIR]
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from bench_peers import image_like  # noqa: E402
 
 from srgpu.evaluate import degrade, image_files, luma_uint8, modcrop  # noqa: E402
 from srgpu.imagefile import read_image  # noqa: E402
+from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 from srgpu.kernels import fused  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
 
-DEFAULT_SET5 = Path(__file__).resolve().parents[1] / "shared" / "data" / "eval" / "Set5"
+DEFAULT_SET5 = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval" / "Set5"
 
 
 def frames(set5: Path) -> dict[str, np.ndarray]:
@@ -69,9 +70,9 @@ def main() -> int:
         print(f"{arch} x2, {len(planes)} frames, {sum(r[0].size for r in refs.values())} output pixels")
         print("| precision | tile | raw error vs float64 | 8-bit = float64 reference | 8-bit = fp32 kernel | max levels |")
         print("|---|---|---|---|---|---|")
-        for prec in fused.PRECISIONS:
+        for prec in fused.ARITHMETICS:
             cfgs = fused.candidate_configs(prec, model.f2)[:1]
-            cfgs += fused.not_offered_configs(prec, model.f2)[:1] if args.not_offered else []
+            cfgs += not_offered_configs(prec, model.f2)[:1] if args.not_offered else []
             for cfg in cfgs:
                 try:
                     net = fused.FusedSRCNN(model, prec, config=cfg)

@@ -4,7 +4,7 @@ of the plan, the engine's buffer allocation, the decoder's start and first frame
 start, the first and last frame written, the encoder's finish and the completeness check, for a
 few runs in one process, each after plain ffmpeg's bicubic scaling of the same clip.
 
-    python3 scripts/trace_upscale.py [--source SRC] [--preset ultrafast] [--runs 3] [--hwdec auto no ...]
+    python3 scripts/benchmarks/trace_upscale.py [--source SRC] [--preset ultrafast] [--runs 3] [--hwdec auto no ...]
 
 The default source is bench_ffmpeg.py's (the Big Buck Bunny clip at 1080p, x264 crf 18).
 """
@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "benchmarks"))
 import bench_ffmpeg  # noqa: E402
-from srgpu.engine import create_engine  # noqa: E402
+from srgpu.engine import GPUOptions, create_engine  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
 from srgpu.video import api, reader, writer  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
@@ -91,7 +91,7 @@ def main() -> None:
         src = args.source or bench_ffmpeg.default_source(tmpdir)
         v = probe(src).main_video()
         n = bench_ffmpeg.count_frames(src)
-        engine = create_engine(args.device, resolve_model("9-1-5", 2), 2, precision="auto")
+        engine = create_engine(args.device, resolve_model("9-1-5", 2), 2, GPUOptions(precision="auto"))
         if hasattr(engine, "plan_for"):  # the GPU's plan is chosen (and cached) before any timing
             engine.plan_for((v.height, v.width), (2 * v.height, 2 * v.width))
         allocate = engine.frame_processor

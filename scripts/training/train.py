@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train srgpu's own SRCNN weights (PyTorch; `pip install 'srgpu[train]'`).
 
-Data: HR images (folders, or a pack made by scripts/pack_train_data.py), Y channel by MATLAB
+Data: HR images (folders, or a pack made by scripts/training/pack_train_data.py), Y channel by MATLAB
 rgb2ycbcr. Inputs are made with exactly the evaluation's degradation: srgpu.resize.imresize
 (MATLAB bicubic, antialiased) down by 1/s and back up by s, on modcropped HR planes. Extra
 training planes come from HR images downscaled by the --hr-scales factors (same imresize).
@@ -17,7 +17,7 @@ A validation split (every --val-every-nth plane of the sorted list, original sca
 model selection; Set5, if given, is only reported. Seeded; the result is deterministic up to
 cuDNN's non-deterministic kernels (set --deterministic to forbid them).
 
-    python3 scripts/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
+    python3 scripts/training/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
         --iters 60000 --out weights/srcnn_9-1-5_x2.npz --set5 ../shared/data/eval/Set5
 
 A long schedule can run in pieces (e.g. on a machine lent for ten minutes at a time): with
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores, modcrop  # noqa: E402
 from srgpu.imagefile import read_image  # noqa: E402
@@ -390,7 +390,7 @@ def main() -> None:
 
     def metadata(done: int) -> dict:
         return {
-            "provenance": "trained by srgpu scripts/train.py",
+            "provenance": "trained by srgpu scripts/training/train.py",
             "data": [str(d) for d in args.data],
             "train_planes": len(train_planes), "val_planes": len(val_pairs),
             "hr_scales": args.hr_scales, "patches": int(len(xs)),

@@ -10,8 +10,8 @@ Prints ms/frame (median of CUDA-event timings after warm-up), achieved TFLOP/s (
 2 x MACs per output pixel), the fraction of the device's peak (FFMA: SMs x 128 x 2 x max clock;
 tensor cores: a measured 8192^3 fp16 matmul), GPU memory, and cuDNN-best / srgpu ratios.
 
-    python3 scripts/bench_peers.py [--arch 9-1-5 --arch 9-5-5] [--json out.json] [--sweep] [--big]
-    python3 scripts/bench_peers.py --only fp16:9-1-5 --reps 5   # one kernel, for ncu
+    python3 scripts/benchmarks/bench_peers.py [--arch 9-1-5 --arch 9-5-5] [--json out.json] [--sweep] [--big]
+    python3 scripts/benchmarks/bench_peers.py --only fp16:9-1-5 --reps 5   # one kernel, for ncu
 PyTorch is a benchmark-only dependency; without it the peer rows are skipped.
 """
 
@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 from srgpu.kernels import fused  # noqa: E402
 from srgpu.model import SRCNNModel, random_model, resolve_model  # noqa: E402
 
@@ -200,7 +201,7 @@ def main() -> int:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles (fused.CANDIDATES)")
     ap.add_argument("--not-offered", action="store_true",
-                    help="with --sweep, also time the tiles the tuner does not offer (fused.NOT_OFFERED)")
+                    help="with --sweep, also time the tiles the tuner does not offer (dev/cuda/fused_not_offered.py)")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
     ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
@@ -246,13 +247,13 @@ def main() -> int:
     for arch in args.arch or ["9-1-5", "9-5-5"]:
         model = model_for(arch)
         rows = []
-        for p in fused.PRECISIONS:
+        for p in fused.ARITHMETICS:
             try:
                 rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps))
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
             extra = fused.candidate_configs(p, model.f2)[1:] if args.sweep else []
-            extra += fused.not_offered_configs(p, model.f2) if args.sweep and args.not_offered else []
+            extra += not_offered_configs(p, model.f2) if args.sweep and args.not_offered else []
             for cfg in extra:
                 params = dict(cfg.params)
                 try:

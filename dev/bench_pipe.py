@@ -5,7 +5,7 @@ encoding). Prints frames per second and the Python side's CPU time per frame: wi
 64 KiB pipe, with srgpu's enlarged one, and with the planes lent by vmsplice (srgpu's writer)
 instead of copied by write().
 
-    python3 scripts/bench_pipe.py [--frames 150] [--size 3840x2160]
+    python3 dev/bench_pipe.py [--frames 150] [--size 3840x2160]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ For each preset P: `ffmpeg -i SRC -vf scale=W:H:flags=bicubic -c:v libx264 -pres
 per second of each and the ratio. The default source is the Big Buck Bunny clip of
 ../shared/data/video scaled to 1920x1080 and encoded x264 crf 18, so the content is real.
 
-    python3 scripts/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--repeats N]
+    python3 scripts/benchmarks/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--repeats N]
                                     [--hwdec no auto] [--json]
 
 The plain ffmpeg command always decodes in software, as a user would type it; srgpu decodes as
@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from srgpu.engine import create_engine  # noqa: E402
+from srgpu.engine import GPUOptions, create_engine  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
 from srgpu.video.api import EncodeOptions, upscale_video  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> None:
         frames = count_frames(src)
         W, H = v.width * args.scale, v.height * args.scale  # type: ignore[operator]
         model = resolve_model(args.model, args.scale)
-        engine = create_engine(args.device, model, args.scale, precision=args.precision)
+        engine = create_engine(args.device, model, args.scale, GPUOptions(precision=args.precision))
         # choose (and cache) the plan for this frame size first: a fresh machine's autotune must not
         # be charged to the first preset's frames per second
         t0 = time.perf_counter()

@@ -5,7 +5,7 @@ A GPU-machine run carries at most 64 MiB, so the training folders (66 MB of PNG/
 their Y planes only. The .npz holds `y` (all planes concatenated, flat uint8), `shapes` (N, 2),
 `names` (N,) — train.py reads it in place of the folders.
 
-    python3 scripts/pack_train_data.py ../shared/data/train/T91 ../shared/data/train/BSD200 -o .pack/train_y.npz
+    python3 scripts/training/pack_train_data.py ../shared/data/train/T91 ../shared/data/train/BSD200 -o .pack/train_y.npz
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from srgpu.evaluate import image_files, luma_uint8  # noqa: E402
 from srgpu.imagefile import read_image  # noqa: E402
 

@@ -2,7 +2,7 @@
 """Seconds per frame of srgpu's CPU engine: one 960x540 yuv420p frame -> 1920x1080 at x2
 (Y through SRCNN, Cb/Cr 480x270 -> 960x540 bicubic), the work one video frame costs.
 
-    python3 scripts/bench_cpu.py [--arch 9-1-5 --arch 9-5-5] [--runs 3] [--json]
+    python3 scripts/benchmarks/bench_cpu.py [--arch 9-1-5 --arch 9-5-5] [--runs 3] [--json]
 
 Weights are seeded random ones of the right shape (the arithmetic does not depend on their
 values); the input is image-like (gradient + noise), never constant. Median of --runs after

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Train all six shipped models at once on one GPU (they are small: six processes share it well).
-#   scripts/train_all.sh OUTDIR [extra train.py args...]
+#   scripts/training/train_all.sh OUTDIR [extra train.py args...]
 # Iterations per architecture: ITERS_915, ITERS_955 (defaults below). Data: .pack/train_y.npz
-# (scripts/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
+# (scripts/training/pack_train_data.py) or TRAIN_DATA; Set5 for the report: SET5; logs: LOGDIR (default OUTDIR).
 # ARCHS: which architectures (default "9-1-5 9-5-5"); SCALES: which scales (default "2 3 4").
 # ARGS_915, ARGS_955: extra train.py arguments for one architecture only (e.g. ARGS_915="--batch 256").
 # Long schedules in pieces: pass --time-limit SECONDS, then the same command with --resume added
@@ -23,7 +23,7 @@ for arch in ${ARCHS:-9-1-5 9-5-5}; do
   for s in ${SCALES:-2 3 4}; do
     init=()
     [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}_x${s}.npz")
-    python3 scripts/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
+    python3 scripts/training/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
       --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${arch}_x${s}.npz" \
       --log "$logs/train_${arch}_x${s}.log" "${init[@]}" $extra "$@" > "$logs/stdout_${arch}_x${s}.txt" 2>&1 &
     pids+=($!)

@@ -2,7 +2,7 @@
 """Decoder frame threads: the CPU and speed of ffmpeg's software decoding alone (to raw yuv420p,
 as srgpu's reader decodes) for each -threads value, 0 being ffmpeg's default (one per core).
 
-    python3 scripts/bench_decoder_threads.py [--source SRC] [--threads 1 2 4 8 0]
+    python3 dev/bench_decoder_threads.py [--source SRC] [--threads 1 2 4 8 0]
 
 The default source is bench_ffmpeg.py's (the Big Buck Bunny clip at 1080p, x264 crf 18).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "benchmarks"))
 import bench_ffmpeg  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
 

@@ -1,0 +1,38 @@
+"""The fused kernels' shared memory per block, computed offline: a mirror of FfmaCfg / TcCfg in
+fused_fp32.cu and fused_tc.cu (the runner checks it against the device's layout kernel), so the
+tuner and CI can tell what fits a device without compiling."""
+
+from __future__ import annotations
+
+from ..launch import cdiv
+from .tiles import FusedConfig
+
+
+def shared_bytes(cfg: FusedConfig, f2: int) -> int:
+    """Shared memory of an instantiation, mirroring FfmaCfg / TcCfg (checked against the device's
+    layout kernel in the GPU tests)."""
+    h2 = f2 // 2
+    cz = cfg.r + 4
+    pz = cdiv(cz * cfg.rw, 32) * 32 + 4
+    if cfg.kernel == "fp32":
+        rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
+        y0 = (cfg.th + 2 * (6 + h2)) * (rw1p + 8)
+        p1 = cdiv((cfg.r + 2 * h2) * rw1p, 32) * 32 + 4
+        common = 64 + 32 + 4 + 25 * 32 + (64 * 32 if f2 == 1 else 0)
+        rings = (64 * p1 + 32 * cfg.r * cfg.rw) if f2 > 1 else 0
+        bicubic_path = 81 * 64 + y0 + rings
+        fold_path = 4 * 64 * 64 + 2 * (((cfg.th + 3) // 2 + 9) * (cfg.rw // 2 + 12) + 4) if cfg.fold else 0
+        return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
+    nspl = 2 if cfg.split else 1
+    rw1 = cfg.rw + 2 * h2
+    y0w = cdiv(rw1 + 10, 4) * 4
+    py0 = (cfg.th + 2 * (6 + h2)) * (y0w // 2)
+    py = py0 + (48 - py0 % 32) % 32
+    common = nspl * (f2 * (1 if cfg.stream else f2) * 4 * 2 * 32 * 4 + 2 * 2 * 32 * 4) + 100
+    a1 = nspl * (cfg.r + 2 * h2) * rw1 * 32 if f2 > 1 else 0
+    bicubic_path = nspl * 6 * 4 * 32 * 4 + 2 * nspl * py + a1
+    fold_path = 0
+    if cfg.fold:
+        plr0 = ((cfg.th + 3) // 2 + 9) * (cfg.rw // 4 + 5)
+        fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32)
+    return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)

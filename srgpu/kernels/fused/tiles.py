@@ -1,0 +1,119 @@
+"""Fused kernel instantiations: the arithmetic a kernel uses, one tile (FusedConfig), and the
+tiles the tuner times per arithmetic and middle-layer size (fastest first)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+# The arithmetic of a fused kernel (not the user's --precision, which srgpu.plans maps onto these):
+# fp32 on the FMA units; fp16 the split hi + lo tensor-core scheme (~22 bits); fp16-fast plain
+# fp16 operands (11 bits; a few % of 8-bit pixels one level off).
+Arithmetic = Literal["fp32", "fp16", "fp16-fast"]
+ARITHMETICS: tuple[Arithmetic, ...] = get_args(Arithmetic)
+
+
+@dataclass(frozen=True)
+class FusedConfig:
+    """One kernel instantiation: ``kernel`` 'fp32' or 'tc' (``split`` for the fp16 hi/lo scheme),
+    output tile ``th`` rows x (``rw`` - 4) columns, ``r`` rows per chunk, ``nt`` threads, and for
+    'tc' the 16-position MMA blocks per warp in conv1 (``mb1``) and conv2 (``mb2``)."""
+
+    kernel: str
+    split: bool
+    th: int
+    rw: int
+    r: int
+    nt: int
+    mb1: int = 2
+    mb2: int = 4
+    p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
+    fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
+    stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
+
+    @property
+    def arithmetic(self) -> Arithmetic:
+        return "fp32" if self.kernel == "fp32" else "fp16" if self.split else "fp16-fast"
+
+    def kernel_name(self, f2: int) -> str:
+        if self.kernel == "fp32":
+            return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
+        return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
+                f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}, "
+                f"{'true' if self.stream else 'false'}>")
+
+    def layout_name(self, f2: int) -> str:
+        return self.kernel_name(f2).replace("fused_fp32<", "fused_fp32_layout<").replace("fused_tc<", "fused_tc_layout<")
+
+    @property
+    def source(self) -> str:
+        return "fused_fp32.cu" if self.kernel == "fp32" else "fused_tc.cu"
+
+    @property
+    def params(self) -> tuple[tuple[str, Any], ...]:
+        return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
+                ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
+
+    @property
+    def label(self) -> str:
+        s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
+        s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
+        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
+
+
+def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
+    """The default tile of ``arithmetic`` for an f2 x f2 middle layer, with ``params`` overriding it."""
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"unknown arithmetic {arithmetic!r}: use {', '.join(ARITHMETICS)}")
+    kernel, split = ("fp32", False) if arithmetic == "fp32" else ("tc", arithmetic == "fp16")
+    base = dict(CANDIDATES[(arithmetic, f2_key(f2))][0])
+    base.update(params)
+    base["fold"] = bool(base.get("fold", False))
+    base["stream"] = bool(base.get("stream", False))
+    if base["fold"] and f2 != 1:
+        raise ValueError("the folded conv1 is built for 9-1-5 only")
+    if base["stream"] and (kernel != "tc" or f2 == 1):
+        raise ValueError("streaming conv2's weights is built for the tensor-core kernels of 9-3-5 and 9-5-5")
+    return FusedConfig(kernel, split, **base)
+
+
+def candidate_configs(arithmetic: Arithmetic, f2: int) -> list[FusedConfig]:
+    """Every tile worth timing for ``arithmetic`` and f2, the default first."""
+    return [config_for(arithmetic, f2, **c) for c in CANDIDATES[(arithmetic, f2_key(f2))]]
+
+
+def f2_key(f2: int) -> int:
+    """The CANDIDATES key of a middle layer of f2 x f2: 1, 3, or 5 (and larger)."""
+    return 1 if f2 == 1 else 3 if f2 == 3 else 5
+
+
+# Tiles per (arithmetic, f2), fastest first on the GPUs measured so far (figures: BENCHMARKS.md
+# "Fused kernels"; tiles built but not offered: dev/cuda/fused_not_offered.py). fold = 1: the
+# folded conv1 on interior tiles of exact x2 upscales of integer samples.
+# Tile heights 60/66/108 change how many waves of one block per SM a frame takes (66: 2112 tiles
+# of a 4K output, 16 full waves on 132 SMs); the tuner times them on the GPU at hand.
+# Shared memory decides most of it: the Z ring (25 fp32 planes of R + 4 rows) and, for f2 > 1, the
+# A1 ring and conv2's weights; one block per SM for the defaults.
+CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
+    ("fp32", 1): [dict(th=60, rw=64, r=16, nt=256, p=4, fold=1), dict(th=108, rw=64, r=16, nt=256, p=4, fold=1),
+                  dict(th=66, rw=64, r=16, nt=256, p=4, fold=1), dict(th=64, rw=64, r=16, nt=256, p=4, fold=1),
+                  dict(th=64, rw=64, r=16, nt=256, p=4, fold=0)],
+    ("fp32", 3): [dict(th=32, rw=32, r=8, nt=256)],
+    ("fp32", 5): [dict(th=32, rw=32, r=8, nt=256)],
+    ("fp16", 1): [dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=66, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=1),
+                  dict(th=64, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=0),
+                  dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=0),
+                  dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
+    ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
+    ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
+                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
+                       dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
+                       dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
+                       dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
+    ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
+    ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1),
+                       dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2)],
+}
