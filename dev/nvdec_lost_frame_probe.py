@@ -44,7 +44,7 @@ for name, pix, ts, n, rate in [("a", "yuvj420p", 15360, 280, 30), ("b", "yuv420p
     src = make_clip(out / f"src_{name}.mp4", size="1280x720", rate=rate, frames=n, pix_fmt=pix, codec="libx264",
                     vf="noise=alls=12:allf=t", out_args=("-profile:v", "high", "-bf", "3", "-x264-params",
                                                          "b-pyramid=normal", "-video_track_timescale", str(ts)))
-    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2, autotune=False)
+    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2)  # no planner: the default plan
     for hw in ("auto", "no"):
         sent.clear()
         try:
