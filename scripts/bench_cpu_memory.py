@@ -66,12 +66,18 @@ def env_for(src: Path) -> dict[str, str]:
     return env
 
 
+def child(cmd: list[str], src: Path) -> subprocess.CompletedProcess:
+    """Run ``cmd`` with ``src`` first on sys.path: in it as the working directory too, since
+    ``python -m``/``-c`` put the working directory ahead of PYTHONPATH."""
+    return subprocess.run(cmd, env=env_for(src), cwd=src, capture_output=True, text=True)
+
+
 def cli(img: Path, scale: int, src: Path) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"out{img.suffix}"
         cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "srgpu", "upscale", str(img), "-o", str(out),
                "--device", "cpu", "--scale", str(scale), "--quiet"]
-        run = subprocess.run(cmd, env=env_for(src), capture_output=True, text=True)
+        run = child(cmd, src)
         report = run.stderr
         if run.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed ({run.returncode}):\n{report[-3000:]}")
@@ -82,8 +88,7 @@ def cli(img: Path, scale: int, src: Path) -> dict:
 
 
 def engine(img: Path, scale: int, src: Path) -> dict:
-    run = subprocess.run([sys.executable, "-c", ENGINE_CHILD, str(img), str(scale)], env=env_for(src),
-                         capture_output=True, text=True)
+    run = child([sys.executable, "-c", ENGINE_CHILD, str(img), str(scale)], src)
     if run.returncode != 0:
         sys.exit(f"engine run failed ({run.returncode}):\n{run.stderr[-3000:]}")
     base_kb, peak_kb, seconds = run.stdout.split()[-3:]
@@ -103,7 +108,9 @@ def main() -> None:
     if args.mode == "make":
         make(args.image, args.size)
         return
-    result = (cli if args.mode == "cli" else engine)(args.image, args.scale, args.src.resolve())
+    load_before = os.getloadavg()[0]  # the machine may be shared: say how busy it was
+    result = (cli if args.mode == "cli" else engine)(args.image.resolve(), args.scale, args.src.resolve())
+    result["load1_before"], result["load1_after"] = load_before, os.getloadavg()[0]
     print(json.dumps(result) if args.json else "  ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}"
                                                           for k, v in result.items()))
 

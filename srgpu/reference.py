@@ -3,7 +3,10 @@
 Every convolution is a correlation with 'same' output size and replicate border (MATLAB's
 ``imfilter(..., 'same', 'replicate')``), ReLU after conv1 and conv2. float32 by default,
 float64 for tests. Large planes are processed in horizontal strips with a halo, which gives
-exactly the unstripped result: each layer's replicate border applies only at the image edge.
+exactly the unstripped result: each layer's replicate border applies only at the image edge,
+and (float32) every sample is computed by the same operations either way -- OpenCV's direct
+filters are per pixel and conv2 is one GEMM per image row (see :func:`conv_multi`). In float64
+OpenCV filters 9x9 kernels by DFT, whose rounding depends on the plane's size.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 from srgpu.engine.base import PlaneSpec, from_unit_float, to_unit_float
 from srgpu.engine.cpu import CPUEngine, srcnn_strip_bytes
 from srgpu.model import random_model
-from srgpu.reference import srcnn_layers
+from srgpu.reference import srcnn_forward, srcnn_layers
 from srgpu.resize import imresize, imresize_rows
 
 MAX = {np.uint8: 255, np.uint16: 65535, np.float32: 1.0}
@@ -73,6 +73,17 @@ def test_default_engine_equals_whole_and_budget_of_one_byte_still_runs(rng):
     expect = whole_srcnn(plane, (33, 27), model, 1.0)
     assert_identical(CPUEngine(model, 3).srcnn_plane(plane, (33, 27), 1.0), expect)
     assert_identical(CPUEngine(model, 3, strip_budget_bytes=1).srcnn_plane(plane, (33, 27), 1.0), expect)
+
+
+@pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
+def test_reference_float32_strips_bit_identical(arch, rng):
+    """srcnn_forward's own strips (the oracle the GPU is checked against) in float32, at a
+    width where one-GEMM-per-strip would round differently."""
+    model = random_model(arch, seed=6)
+    y = rng.random((29, 53), dtype=np.float32)
+    whole = srcnn_forward(y, model, strip_pixels=10**9)
+    for strip_pixels in (1, 60, 300):
+        assert_identical(srcnn_forward(y, model, strip_pixels=strip_pixels), whole)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
