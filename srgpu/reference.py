@@ -3,7 +3,10 @@
 Every convolution is a correlation with 'same' output size and replicate border (MATLAB's
 ``imfilter(..., 'same', 'replicate')``), ReLU after conv1 and conv2. float32 by default,
 float64 for tests. Large planes are processed in horizontal strips with a halo, which gives
-exactly the unstripped result: each layer's replicate border applies only at the image edge.
+exactly the unstripped result: each layer's replicate border applies only at the image edge,
+and (float32) every sample is computed by the same operations either way -- OpenCV's direct
+filters are per pixel and conv2 is one GEMM per image row (see :func:`conv_multi`). In float64
+OpenCV filters 9x9 kernels by DFT, whose rounding depends on the plane's size.
 """
 
 from __future__ import annotations
@@ -25,18 +28,24 @@ def conv_single_in(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.nd
 
 
 def conv_multi(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    """(Cin, H, W) -> (Cout, H, W): one GEMM per filter tap over a replicate-padded input."""
-    cout, cin, k, _ = weight.shape
+    """(Cin, H, W) -> (Cout, H, W): per output row, one GEMM per filter tap over a
+    replicate-padded input, accumulated in tap order.
+
+    One image row per GEMM, never more: BLAS may round a sample differently depending on the
+    matrix's size and the sample's place in it, and a row is the same GEMM whether the plane is
+    whole or a strip of it, so strips give bit-identical results."""
+    cout, _, k, _ = weight.shape
     _, h, w = x.shape
     r = k // 2
     padded = np.pad(x, ((0, 0), (r, r), (r, r)), mode="edge") if r else x
-    out = np.empty((cout, h * w), dtype=x.dtype)
-    out[:] = bias[:, None]
-    for dy in range(k):
-        for dx in range(k):
-            tap = np.ascontiguousarray(padded[:, dy : dy + h, dx : dx + w]).reshape(cin, h * w)
-            out += weight[:, :, dy, dx] @ tap
-    return out.reshape(cout, h, w)
+    taps = [(dy, dx, np.ascontiguousarray(weight[:, :, dy, dx])) for dy in range(k) for dx in range(k)]
+    out = np.empty((cout, h, w), dtype=x.dtype)
+    out[:] = bias[:, None, None]
+    for i in range(h):
+        row = out[:, i]
+        for dy, dx, wt in taps:
+            row += wt @ padded[:, i + dy, dx : dx + w]
+    return out
 
 
 def conv_single_out(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -50,8 +59,12 @@ def conv_single_out(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.n
 def srcnn_layers(y: np.ndarray, model: SRCNNModel) -> np.ndarray:
     """The three layers on one (H, W) plane, no striping. Returns (H, W), unclipped."""
     a = model.arrays(y.dtype)
-    h1 = np.maximum(conv_single_in(y, a["conv1_weight"], a["conv1_bias"]), 0)
-    h2 = np.maximum(conv_multi(h1, a["conv2_weight"], a["conv2_bias"]), 0)
+    # ReLU in place and intermediates dropped once used: the same values, less peak memory
+    h1 = conv_single_in(y, a["conv1_weight"], a["conv1_bias"])
+    np.maximum(h1, 0, out=h1)
+    h2 = conv_multi(h1, a["conv2_weight"], a["conv2_bias"])
+    del h1
+    np.maximum(h2, 0, out=h2)
     return conv_single_out(h2, a["conv3_weight"], a["conv3_bias"])
 
 

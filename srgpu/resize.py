@@ -78,14 +78,27 @@ def output_size(in_hw: tuple[int, int], scale: float) -> tuple[int, int]:
     return (int(np.ceil(in_hw[0] * scale - 1e-9)), int(np.ceil(in_hw[1] * scale - 1e-9)))
 
 
-def _resize_axis(a: np.ndarray, axis: int, out_length: int, scale: float, antialias: bool) -> np.ndarray:
-    c = contributions(a.shape[axis], out_length, float(scale), antialias)
+def _resize_axis(a: np.ndarray, axis: int, out_length: int, scale: float, antialias: bool,
+                 in_length: int | None = None, span: tuple[int, int] | None = None,
+                 first: int = 0) -> np.ndarray:
+    """Resample ``a`` along ``axis`` to ``out_length``. With ``span`` (r0, r1), only output
+    samples [r0, r1) of an axis ``in_length`` long, of which ``a`` holds samples from ``first``
+    on: each output sample is the same float operations in the same order either way."""
+    c = contributions(in_length or a.shape[axis], out_length, float(scale), antialias)
+    r0, r1 = span or (0, out_length)
     moved = np.moveaxis(a, axis, 0)
-    out = np.zeros((out_length,) + moved.shape[1:], dtype=a.dtype)
+    out = np.zeros((r1 - r0,) + moved.shape[1:], dtype=a.dtype)
     for t in range(c.taps):
-        wt = c.weights[:, t].astype(a.dtype)
-        out += wt.reshape((-1,) + (1,) * (moved.ndim - 1)) * moved[c.indices[:, t]]
+        wt = c.weights[r0:r1, t].astype(a.dtype)
+        out += wt.reshape((-1,) + (1,) * (moved.ndim - 1)) * moved[c.indices[r0:r1, t] - first]
     return np.moveaxis(out, 0, axis)
+
+
+def source_rows(in_length: int, out_length: int, r0: int, r1: int, antialias: bool = True) -> tuple[int, int]:
+    """Input rows [lo, hi) that output rows [r0, r1) of a resize along rows read."""
+    c = contributions(in_length, out_length, out_length / in_length, antialias)
+    used = c.indices[r0:r1]
+    return int(used.min()), int(used.max()) + 1
 
 
 def imresize(
@@ -117,3 +130,22 @@ def imresize(
     for axis in order:
         out = _resize_axis(out, axis, out_hw[axis], scales[axis], antialias)
     return out
+
+
+def imresize_rows(image: np.ndarray, output_shape: tuple[int, int], r0: int, r1: int,
+                  antialias: bool = True) -> np.ndarray:
+    """Rows [r0, r1) of ``imresize(image, output_shape=output_shape)``, bit for bit, computing
+    only those rows (strips of a large image). Same axis order, coefficients and per-sample
+    operation order as :func:`imresize`; only the input rows they read are touched."""
+    if not np.issubdtype(image.dtype, np.floating):
+        raise TypeError(f"imresize_rows expects a float image, got {image.dtype}")
+    (in_h, in_w), (out_h, out_w) = image.shape[:2], (int(output_shape[0]), int(output_shape[1]))
+    if not 0 <= r0 < r1 <= out_h:
+        raise ValueError(f"rows [{r0}, {r1}) outside an output {out_h} rows high")
+    sh, sw = out_h / in_h, out_w / in_w
+    lo, hi = source_rows(in_h, out_h, r0, r1, antialias)
+    if sh <= sw:  # rows first, as imresize
+        part = _resize_axis(image[lo:hi], 0, out_h, sh, antialias, in_length=in_h, span=(r0, r1), first=lo)
+        return _resize_axis(part, 1, out_w, sw, antialias)
+    part = _resize_axis(image[lo:hi], 1, out_w, sw, antialias)
+    return _resize_axis(part, 0, out_h, sh, antialias, in_length=in_h, span=(r0, r1), first=lo)
