@@ -129,10 +129,12 @@ class _LogBar:
     one at the end, instead of a bar redrawn with carriage returns and escape codes. The part of
     tqdm's interface that _Progress uses."""
 
-    def __init__(self, total: int | None, unit: str, desc: str) -> None:
+    def __init__(self, total: int | None, unit: str, desc: str, started: float | None = None) -> None:
         self.total, self.unit, self.desc = total, unit, desc
         self.n = 0
-        self._start = self._last = time.monotonic()
+        self._start = started if started is not None else time.monotonic()
+        self._last = time.monotonic()
+        self._printed = -1  # the count last printed
         self._closed = False
 
     def update(self, n: int = 1) -> None:
@@ -144,17 +146,18 @@ class _LogBar:
         """Nothing to redraw."""
 
     def close(self) -> None:
-        if not self._closed and self.n:
+        if not self._closed and self.n and self.n != self._printed:
             self._line()
         self._closed = True
 
     def _line(self) -> None:
         self._last = now = time.monotonic()
+        self._printed = self.n
         rate = self.n / max(now - self._start, 1e-9)
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
         eta = (f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate > 0 and self.n < self.total
                else "")
-        things = {"img": "images", "frame": "frames", "file": "files"}.get(self.unit, self.unit)
+        things = {"img": "images", "frame": "frames", "file": "files", "row": "rows"}.get(self.unit, self.unit)
         print(f"srgpu: {self.desc}: {done} {things}, {rate:.1f} {self.unit}/s{eta}", file=sys.stderr, flush=True)
 
 
@@ -163,10 +166,15 @@ def _clock(seconds: float) -> str:
     return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
 
 
-def _bar(total: int | None, unit: str, desc: str, leave: bool = True) -> tqdm | _LogBar:
+def _bar(total: int | None, unit: str, desc: str, leave: bool = True, started: float | None = None) -> tqdm | _LogBar:
+    """A progress bar on a terminal, plain lines in a log; ``started`` (time.monotonic()): when the
+    work it counts began, if before the bar (its rate and ETA count from then)."""
     if not sys.stderr.isatty():
-        return _LogBar(total, unit, desc)
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave)
+        return _LogBar(total, unit, desc, started)
+    bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave)
+    if started is not None:
+        bar.start_t -= time.monotonic() - started
+    return bar
 
 
 class _Progress:
@@ -178,13 +186,29 @@ class _Progress:
         self.single = plan.single
         self.files: tqdm | _LogBar | None = None
         self.frames: tqdm | _LogBar | None = None
+        self.rows: tqdm | _LogBar | None = None
+        self.job: Job | None = None
+        self.job_started = time.monotonic()
         all_images = not plan.has_video
         if not quiet and (not plan.single or all_images):
             self.files = _bar(len(plan.jobs), "img" if all_images else "file", "upscale")
 
     def start(self, job: Job) -> None:
+        self.job, self.job_started = job, time.monotonic()
         if job.kind == "video" and not self.quiet:
             self.frames = _bar(None, "frame", job.src.name, leave=self.single)
+
+    def rows_done(self, done: int, total: int) -> None:
+        """Inside a large image (upscaled in bands): output rows, so that the bar moves."""
+        if self.quiet:
+            return
+        if self.rows is None and done < total:
+            self.rows = _bar(total, "row", self.job.src.name, leave=False, started=self.job_started)
+        if self.rows is not None:
+            self.rows.update(done - self.rows.n)
+            if done >= total:
+                self.rows.close()
+                self.rows = None
 
     def frames_done(self, increment: int, total: int | None) -> None:
         if self.frames is None:
@@ -206,7 +230,7 @@ class _Progress:
             self.files.update(1)
 
     def close(self) -> None:
-        for bar in (self.frames, self.files):
+        for bar in (self.rows, self.frames, self.files):
             if bar is not None:
                 bar.close()
 
@@ -263,7 +287,8 @@ def upscale(
             progress = _Progress(plan, quiet)
             try:
                 result = run_batch(plan, engine, scale, video, on_start=progress.start,
-                                   on_done=progress.done, on_frames=progress.frames_done)
+                                   on_done=progress.done, on_frames=progress.frames_done,
+                                   on_rows=progress.rows_done)
             finally:
                 progress.close()
         _report_batch(result, quiet)

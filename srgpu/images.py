@@ -25,7 +25,7 @@ import numpy as np
 from . import outputs
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
-from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, Written, read_image_data, write_image_atomic
+from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, read_image_data, write_image_atomic
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
 
@@ -292,7 +292,47 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
 # ---------------------------------------------------------------- one image
 
 
-def upscale_image(image: np.ndarray, engine: Engine, scale: int) -> np.ndarray:
+BAND_OUTPUT_PIXELS = 8 * 2**20  # output pixels per band: its float64 colour conversion stays near 0.5 GB
+RowsCallback = Callable[[int, int], None]
+
+
+def band_halo(engine: Engine, scale: int) -> int:
+    """Input rows a band reads beyond its own on each side so that its own output rows are exact:
+    the network's halo in input rows, plus the bicubic support (2 input rows each side of a
+    sample's centre, +1 for the centre's half-pixel offset)."""
+    return -(-engine.model.halo // scale) + 3
+
+
+def upscale_image(image: np.ndarray, engine: Engine, scale: int, progress: RowsCallback | None = None,
+                  band_output_pixels: int | None = None) -> np.ndarray:
+    """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
+    on either side, so that a large photo needs memory for a band, not for the whole image in
+    float64 (a 6000x4000 photo at x2: 13 GB -> 1.6 GB, BENCHMARKS.md). On the CPU engine the result
+    is bit-identical to the whole image: with an integer scale a band that starts at an input row
+    sees the same bicubic phases, and its cut edges' false borders reach only the context rows,
+    which are dropped. ``progress(output_rows_done, output_rows)`` is called after each band."""
+    h, w = image.shape[:2]
+    rows = max(1, (band_output_pixels or BAND_OUTPUT_PIXELS) // max(1, w * scale * scale))
+    if rows >= h:
+        out = upscale_whole(image, engine, scale)
+        if progress is not None:
+            progress(h * scale, h * scale)
+        return out
+    halo = band_halo(engine, scale)
+    out = None
+    for k0 in range(0, h, rows):
+        k1 = min(h, k0 + rows)
+        b0, b1 = max(0, k0 - halo), min(h, k1 + halo)
+        part = upscale_whole(image[b0:b1], engine, scale)
+        if out is None:
+            out = np.empty((h * scale,) + part.shape[1:], part.dtype)
+        out[k0 * scale:k1 * scale] = part[(k0 - b0) * scale:(k1 - b0) * scale]
+        if progress is not None:
+            progress(k1 * scale, h * scale)
+    return out
+
+
+def upscale_whole(image: np.ndarray, engine: Engine, scale: int) -> np.ndarray:
     """Upscale a decoded image (uint8/uint16; gray, RGB or RGBA) by ``scale``, same dtype and layout.
 
     Gray: the plane itself goes through SRCNN (as the authors' protocol treats gray images).
@@ -338,18 +378,12 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
 
 
-def upscale_image_file(src: Path, dst: Path, engine: Engine, scale: int, replace: bool = True) -> Written:
-    """Upscale the file ``src`` into ``dst`` (upright, its ICC profile kept where dst's format
-    holds one: the result's notes say what was not)."""
-    image = _upscaled_for(src, dst, engine, scale)
-    return write_image_atomic(dst, image.pixels, replace=replace, icc=image.icc)
-
-
-def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int) -> ImageData:
+def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int, progress: RowsCallback | None = None) -> ImageData:
     """``src`` read (upright) and upscaled, ready to be written to ``dst``'s format."""
     image = read_image_data(src)
     _check_alpha(image.pixels, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    return replace(image, pixels=fit_to_format(upscale_image(image.pixels, engine, scale), dst.suffix, src))
+    upscaled = upscale_image(image.pixels, engine, scale, progress)
+    return replace(image, pixels=fit_to_format(upscaled, dst.suffix, src))
 
 
 # ---------------------------------------------------------------- the batch
@@ -598,7 +632,7 @@ class _WriteBehind:
 
 def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | None = None,
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
-              on_frames: FramesCallback | None = None) -> BatchResult:
+              on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None) -> BatchResult:
     """Process every job of ``plan`` in order. Per-file errors (unreadable, corrupt, unsupported
     files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
     Ctrl-C stop it (no partial file is left under a final name either way). Images are written
@@ -606,7 +640,8 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
 
     A folder run keeps a manifest in the output folder (srgpu.manifest) and resumes from it: see
     ``_Resume`` for what becomes of outputs that exist. No output ever replaces a file that
-    appeared at its name during the run, unless ``plan.overwrite``."""
+    appeared at its name during the run, unless ``plan.overwrite``. ``on_rows(done, total)``:
+    output rows of the image being upscaled, after each band of a large one (upscale_image)."""
     video = video or VideoSettings()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
@@ -631,7 +666,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
                 writer.put(go)
             elif job.kind == "image":
                 try:
-                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale), t0, go))
+                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale, on_rows), t0, go))
                 except ImageFileError as e:
                     writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
                 except (OSError, MemoryError) as e:

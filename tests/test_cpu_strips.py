@@ -1,7 +1,6 @@
 """The CPU engine in horizontal strips: bit-identical to the whole-image computation (bicubic,
 the three layers with their replicate border at the real image edges, the conversion back),
-whatever the strip height, scale, architecture or sample type; memory bounded by the budget;
-progress reported strip by strip."""
+whatever the strip height, scale, architecture or sample type; memory bounded by the budget."""
 
 from __future__ import annotations
 
@@ -133,13 +132,3 @@ def test_peak_memory_within_budget(arch, rng):
         tracemalloc.stop()
     assert striped - own <= budget
     assert striped < whole / 3
-
-
-def test_progress_reports_each_strip_of_each_plane(rng):
-    model = random_model("9-1-5")
-    engine = CPUEngine(model, 2, strip_rows=4)
-    calls: list[tuple[int, int]] = []
-    engine.progress = lambda done, total: calls.append((done, total))
-    planes = [random_plane(rng, (5, 6), np.uint8), random_plane(rng, (3, 3), np.uint8)]
-    engine.upscale_frame(planes, [PlaneSpec((10, 12), True), PlaneSpec((6, 6), False)], 255)
-    assert calls == [(4, 10), (8, 10), (10, 10), (4, 6), (6, 6)]

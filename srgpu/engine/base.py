@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -77,12 +77,6 @@ class Engine(ABC):
     as float32 clipped to [0, 1]."""
 
     name: str = "engine"
-    # Optional hook for movement inside one large image: called as progress(rows_done, rows_total)
-    # after each horizontal strip of the plane being upscaled; rows_done restarts at each plane
-    # (upscale_frame does its planes in order). Called on the thread that upscales. The CPU
-    # engine calls it; the GPU engine does not (a frame there takes well under a second).
-    progress: Callable[[int, int], None] | None = None
-
     def __init__(self, model: SRCNNModel, scale: int) -> None:
         model.check_scale(scale)
         self.model = model

@@ -87,7 +87,6 @@ class CPUEngine(Engine):
             up = np.ascontiguousarray(imresize_rows(x, out_shape, s.a0, s.a1))
             y = srcnn_layers(up, self.model)[s.r0 - s.a0 : s.r1 - s.a0]
             out[s.r0 : s.r1] = from_unit_float(y, plane.dtype, max_value)
-            self._report(s.r1, out_shape[0])
         return out
 
     def bicubic_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
@@ -95,7 +94,6 @@ class CPUEngine(Engine):
         out = np.empty(out_shape, dtype=plane.dtype)
         for s in row_strips(out_shape[0], self.kept_rows(out_shape, bicubic_strip_bytes, 0), 0):
             out[s.r0 : s.r1] = from_unit_float(imresize_rows(x, out_shape, s.r0, s.r1), plane.dtype, max_value)
-            self._report(s.r1, out_shape[0])
         return out
 
     def kept_rows(self, out_shape: tuple[int, int], strip_bytes: Callable[[int, int], int], halo: int) -> int:
@@ -108,7 +106,3 @@ class CPUEngine(Engine):
         fixed = strip_bytes(0, width)
         per_row = strip_bytes(1, width) - fixed
         return max(1, (self.strip_budget_bytes - fixed) // per_row - 2 * halo)
-
-    def _report(self, done: int, total: int) -> None:
-        if self.progress is not None:
-            self.progress(done, total)
