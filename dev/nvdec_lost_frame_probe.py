@@ -48,7 +48,7 @@ for name, pix, ts, n, rate in [("a", "yuvj420p", 15360, 280, 30), ("b", "yuv420p
     for hw in ("auto", "no"):
         sent.clear()
         try:
-            r = api.upscale_video(src, out / f"o_{name}_{hw}.mp4", engine, 2, api.EncodeOptions(), hwdec=hw)
+            r = api.upscale_video(src, out / f"o_{name}_{hw}.mp4", engine, api.VideoOptions(hwdec=hw))
             print(name, hw, "OK", r.frames, r.decoder, r.notes)
         except Exception as e:  # noqa: BLE001
             print(name, hw, "ERR", e)

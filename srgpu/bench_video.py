@@ -25,7 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .engine.base import Engine
-from .video.api import EncodeOptions, VideoError, decoding_for, open_reader, plan_video, upscale_video
+from .video.api import VideoError, VideoOptions, engine_gpu, open_reader, plan_video, upscale_video
 from .video.reader import Frame
 from .video.writer import Writer
 
@@ -94,13 +94,12 @@ def synthetic_source(folder: Path, size: tuple[int, int] = (1920, 1080), frames:
     return render_clip(folder / f"synthetic_{size[0]}x{size[1]}_{frames}f.mp4", spec)
 
 
-def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
-                log: Callable[[str], None] | None = None, max_frames: int | None = None,
-                hwdec: str = "no") -> VideoBenchReport:
+def bench_video(src: Path, engine: Engine, options: VideoOptions = VideoOptions(),
+                log: Callable[[str], None] | None = None, max_frames: int | None = None) -> VideoBenchReport:
     say = log or (lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
-        out = Path(tmp) / f"out{_output_suffix(options.codec)}"
-        job = plan_video(src, out, scale, options, **decoding_for(engine, hwdec))
+        out = Path(tmp) / f"out{_output_suffix(options.encode.codec)}"
+        job = plan_video(src, out, engine.scale, options, gpu=engine_gpu(engine))
         stages: list[StageResult] = []
 
         say("decode ...")
@@ -127,15 +126,15 @@ def bench_video(src: Path, engine: Engine, scale: int, options: EncodeOptions,
             handed["last"] = now
 
         t0 = time.perf_counter()
-        result = upscale_video(src, out, engine, scale, options, overwrite=True, hwdec=hwdec, progress=on_frame)
+        result = upscale_video(src, out, engine, options, overwrite=True, progress=on_frame)
         t1 = time.perf_counter()
         stages.append(StageResult("end-to-end", result.frames, t1 - t0))
         own1, children1 = cpu_seconds()
         first, last = handed["first"], handed["last"]
     return VideoBenchReport(
-        source=str(src), input_size=result.input_size, output_size=result.output_size, scale=scale,
-        engine=getattr(engine, "description", engine.name), codec=result.codec, preset=options.preset,
-        crf=options.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
+        source=str(src), input_size=result.input_size, output_size=result.output_size, scale=engine.scale,
+        engine=getattr(engine, "description", engine.name), codec=result.codec, preset=options.encode.preset,
+        crf=options.encode.crf, stages=tuple(stages), peak_gpu_bytes=_gpu_pool_bytes(engine),
         peak_host_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, notes=result.notes,
         cpu_self_ms=1000 * (own1 - own0) / result.frames, cpu_children_ms=1000 * (children1 - children0) / result.frames,
         decoder=result.decoder, startup_s=first - t0, finish_s=t1 - last,

@@ -21,8 +21,9 @@ from tqdm import tqdm
 from . import __version__
 from .engine import Engine, EngineError, GPUOptions, create_engine
 from .imagefile import ImageFileError
-from .images import BatchError, BatchResult, Job, Outcome, Plan, VideoSettings, plan_batch, run_batch
+from .images import BatchError, BatchResult, Job, Outcome, Plan, plan_batch, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
+from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
 
 app = typer.Typer(
     name="srgpu",
@@ -91,12 +92,14 @@ HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engin
               "CPU for the encoder), no (the CPU decodes) or nvdec (insist from the first frame, or fail saying why).")
 
 
-def _check_hwdec(hwdec: str) -> str:
-    from .video.hwdecode import HWDEC_MODES
-
-    if hwdec not in HWDEC_MODES:
-        raise typer.BadParameter(f"unknown value {hwdec!r}: use {', '.join(HWDEC_MODES)}", param_hint="--hwdec")
-    return hwdec
+def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None = None,
+                   strict: bool = False) -> VideoOptions:
+    """VideoOptions, which check --hwdec; a bad value is a usage error."""
+    try:
+        return VideoOptions(encode, video_stream, hwdec, strict)  # type: ignore[arg-type]
+    except UnknownHwdec as e:
+        raise typer.BadParameter(f"unknown value {e.mode!r}: use {', '.join(HWDEC_MODES)}",
+                                 param_hint="--hwdec") from None
 
 
 def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precision: str = "auto") -> Engine:
@@ -281,12 +284,13 @@ def upscale(
     with _reported():
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
-        video = VideoSettings(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt, extra_args=tuple(encoder_arg),
-                              video_stream=video_stream, hwdec=_check_hwdec(hwdec), strict=strict)
+        video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
+                                                    extra_args=tuple(encoder_arg)),
+                               video_stream=video_stream, hwdec=hwdec, strict=strict)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:
-                result = run_batch(plan, engine, scale, video, on_start=progress.start,
+                result = run_batch(plan, engine, video, on_start=progress.start,
                                    on_done=progress.done, on_frames=progress.frames_done,
                                    on_rows=progress.rows_done)
             finally:
@@ -453,7 +457,7 @@ def demo(
         with _make_engine(device, srcnn, 2, quiet) as engine:
             progress = _Progress(plan, quiet)
             try:
-                result = run_batch(plan, engine, 2, on_start=progress.start, on_done=progress.done,
+                result = run_batch(plan, engine, on_start=progress.start, on_done=progress.done,
                                    on_frames=progress.frames_done)
             finally:
                 progress.close()
@@ -557,8 +561,8 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
     import tempfile
 
     from . import bench_video
-    from .video.api import EncodeOptions
 
+    options = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset), hwdec=hwdec)
     with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
         srcnn = resolve_model(model, scale)
         # _make_engine: a CPU fallback is said in one line (not a Python warning), and the engine is closed
@@ -567,9 +571,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
                 if log:
                     log(f"making a synthetic {lr_shape[1]}x{lr_shape[0]} clip of {frames} frames ...")
                 video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
-            report = bench_video.bench_video(video, engine, scale,
-                                             EncodeOptions(codec=codec, crf=crf, preset=preset), log=log,
-                                             hwdec=_check_hwdec(hwdec))
+            report = bench_video.bench_video(video, engine, options, log=log)
         print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
 
 

@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Literal
 
@@ -28,9 +28,11 @@ from .engine.base import Engine, PlaneSpec
 from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, read_image_data, write_image_atomic
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
+from .video.options import VideoOptions  # configuration only, no ffmpeg: there in every build
 
-# Video support is its own package; images work in a build without it. Only a missing module
-# counts as "no video support": an import error inside it is a bug and surfaces as one.
+# Video support (srgpu.video.api and the ffmpeg stages below it) is its own part; images work in a
+# build without it. Only a missing module counts as "no video support": an import error inside it
+# is a bug and surfaces as one.
 if importlib.util.find_spec(f"{__package__}.video.api") is not None:
     from .video import api as _video
 else:  # pragma: no cover - only in a build without srgpu.video
@@ -133,20 +135,6 @@ class BatchResult:
             f"; {unrecorded} not recorded as made by srgpu, left as they are: --overwrite replaces them"
             if unrecorded else "") + ")"
         return ", ".join([done, skipped, f"{len(self.failed)} failed"]) + f" in {self.seconds:.1f} s"
-
-
-@dataclass(frozen=True)
-class VideoSettings:
-    """Encoder settings passed through to srgpu.video for video jobs."""
-
-    codec: str | None = None  # None: follows the container (libx264; libvpx-vp9 for .webm)
-    crf: int | None = None
-    preset: str | None = None
-    pix_fmt: str | None = None
-    extra_args: tuple[str, ...] = field(default_factory=tuple)
-    video_stream: int | None = None  # which video stream to upscale (default: the default one, else the first)
-    hwdec: str = "no"  # decode on NVDEC: no, auto (where exact, with a GPU engine) or nvdec
-    strict: bool = False  # damaged data the decoder concealed fails the video (else: a note)
 
 
 # ---------------------------------------------------------------- planning
@@ -296,14 +284,14 @@ BAND_OUTPUT_PIXELS = 8 * 2**20  # output pixels per band: its float64 colour con
 RowsCallback = Callable[[int, int], None]
 
 
-def band_halo(engine: Engine, scale: int) -> int:
+def band_halo(engine: Engine) -> int:
     """Input rows a band reads beyond its own on each side so that its own output rows are exact:
     the network's halo in input rows, plus the bicubic support (2 input rows each side of a
     sample's centre, +1 for the centre's half-pixel offset)."""
-    return -(-engine.model.halo // scale) + 3
+    return -(-engine.model.halo // engine.scale) + 3
 
 
-def upscale_image(image: np.ndarray, engine: Engine, scale: int, progress: RowsCallback | None = None,
+def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | None = None,
                   band_output_pixels: int | None = None) -> np.ndarray:
     """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
     on either side, so that a large photo needs memory for a band, not for the whole image in
@@ -312,18 +300,19 @@ def upscale_image(image: np.ndarray, engine: Engine, scale: int, progress: RowsC
     sees the same bicubic phases, and its cut edges' false borders reach only the context rows,
     which are dropped. ``progress(output_rows_done, output_rows)`` is called after each band."""
     h, w = image.shape[:2]
+    scale = engine.scale
     rows = max(1, (band_output_pixels or BAND_OUTPUT_PIXELS) // max(1, w * scale * scale))
     if rows >= h:
-        out = upscale_whole(image, engine, scale)
+        out = upscale_whole(image, engine)
         if progress is not None:
             progress(h * scale, h * scale)
         return out
-    halo = band_halo(engine, scale)
+    halo = band_halo(engine)
     out = None
     for k0 in range(0, h, rows):
         k1 = min(h, k0 + rows)
         b0, b1 = max(0, k0 - halo), min(h, k1 + halo)
-        part = upscale_whole(image[b0:b1], engine, scale)
+        part = upscale_whole(image[b0:b1], engine)
         if out is None:
             out = np.empty((h * scale,) + part.shape[1:], part.dtype)
         out[k0 * scale:k1 * scale] = part[(k0 - b0) * scale:(k1 - b0) * scale]
@@ -332,8 +321,9 @@ def upscale_image(image: np.ndarray, engine: Engine, scale: int, progress: RowsC
     return out
 
 
-def upscale_whole(image: np.ndarray, engine: Engine, scale: int) -> np.ndarray:
-    """Upscale a decoded image (uint8/uint16; gray, RGB or RGBA) by ``scale``, same dtype and layout.
+def upscale_whole(image: np.ndarray, engine: Engine) -> np.ndarray:
+    """Upscale a decoded image (uint8/uint16; gray, RGB or RGBA) by the engine's scale, same dtype
+    and layout.
 
     Gray: the plane itself goes through SRCNN (as the authors' protocol treats gray images).
     RGB: BT.601 YCbCr in float; Y through SRCNN, Cb and Cr bicubic; back to RGB, rounded.
@@ -343,7 +333,7 @@ def upscale_whole(image: np.ndarray, engine: Engine, scale: int) -> np.ndarray:
         raise ImageFileError(f"unsupported sample type {image.dtype}")
     top = int(np.iinfo(image.dtype).max)
     h, w = image.shape[:2]
-    out_shape = (h * scale, w * scale)
+    out_shape = (h * engine.scale, w * engine.scale)
     if image.ndim == 2:
         return engine.srcnn_plane(image, out_shape, top)
     if image.ndim != 3 or image.shape[2] not in (3, 4):
@@ -378,11 +368,11 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
 
 
-def _upscaled_for(src: Path, dst: Path, engine: Engine, scale: int, progress: RowsCallback | None = None) -> ImageData:
+def _upscaled_for(src: Path, dst: Path, engine: Engine, progress: RowsCallback | None = None) -> ImageData:
     """``src`` read (upright) and upscaled, ready to be written to ``dst``'s format."""
     image = read_image_data(src)
     _check_alpha(image.pixels, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    upscaled = upscale_image(image.pixels, engine, scale, progress)
+    upscaled = upscale_image(image.pixels, engine, progress)
     return replace(image, pixels=fit_to_format(upscaled, dst.suffix, src))
 
 
@@ -415,15 +405,16 @@ class _Go:
         return (f"redone: {self.redo}",) if self.redo else ()
 
 
-def _image_settings(engine: Engine, scale: int) -> Settings:
+def _image_settings(engine: Engine) -> Settings:
     model = engine.model
-    return Settings.of({"scale": scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
+    return Settings.of({"scale": engine.scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
                         "pipeline": IMAGE_PIPELINE}, label=model.name)
 
 
-def _video_settings(image: Settings, video: VideoSettings) -> Settings:
-    encoder = {"codec": video.codec, "crf": video.crf, "preset": video.preset, "pix_fmt": video.pix_fmt,
-               "encoder_args": list(video.extra_args), "video_stream": video.video_stream}
+def _video_settings(image: Settings, video: VideoOptions) -> Settings:
+    enc = video.encode
+    encoder = {"codec": enc.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": enc.pix_fmt,
+               "encoder_args": list(enc.extra_args), "video_stream": video.video_stream}
     return Settings.of({**dict(image.values), **encoder}, label=image.label)
 
 
@@ -472,10 +463,10 @@ class _Resume:
       srgpu never replaces a file it did not make unless told to.
     """
 
-    def __init__(self, plan: Plan, engine: Engine, scale: int, video: VideoSettings) -> None:
+    def __init__(self, plan: Plan, engine: Engine, video: VideoOptions) -> None:
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
-        self.image = _image_settings(engine, scale)
+        self.image = _image_settings(engine)
         self.video = _video_settings(self.image, video)
         self.inputs = _file_ids(job.src for job in plan.jobs)
 
@@ -630,10 +621,11 @@ class _WriteBehind:
         return failed
 
 
-def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | None = None,
+def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None) -> BatchResult:
-    """Process every job of ``plan`` in order. Per-file errors (unreadable, corrupt, unsupported
+    """Process every job of ``plan`` in order, by the engine's scale; videos as ``video`` says
+    (srgpu.video.options.VideoOptions). Per-file errors (unreadable, corrupt, unsupported
     files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
     Ctrl-C stop it (no partial file is left under a final name either way). Images are written
     on a background thread while the next one is upscaled; outcomes are reported in order.
@@ -642,11 +634,10 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
     ``_Resume`` for what becomes of outputs that exist. No output ever replaces a file that
     appeared at its name during the run, unless ``plan.overwrite``. ``on_rows(done, total)``:
     output rows of the image being upscaled, after each band of a large one (upscale_image)."""
-    video = video or VideoSettings()
     started = time.perf_counter()
     outcomes: list[Outcome] = []
     folders = _OutputFolders()
-    resume = None if plan.single else _Resume(plan, engine, scale, video)
+    resume = None if plan.single else _Resume(plan, engine, video)
     writer = _WriteBehind(resume)
 
     def report(done: list[Outcome]) -> None:
@@ -666,7 +657,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
                 writer.put(go)
             elif job.kind == "image":
                 try:
-                    writer.put((job, _upscaled_for(job.src, job.dst, engine, scale, on_rows), t0, go))
+                    writer.put((job, _upscaled_for(job.src, job.dst, engine, on_rows), t0, go))
                 except ImageFileError as e:
                     writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
                 except (OSError, MemoryError) as e:
@@ -674,7 +665,7 @@ def run_batch(plan: Plan, engine: Engine, scale: int, video: VideoSettings | Non
             else:  # a video runs alone: the images before it are written first
                 report(writer.close())
                 writer = _WriteBehind(resume)
-                outcome = _video_job(job, go, engine, scale, video, on_frames, resume)
+                outcome = _video_job(job, go, engine, video, on_frames, resume)
                 report([replace(outcome, seconds=time.perf_counter() - t0)])
         report(writer.close())
     except BaseException:
@@ -728,11 +719,11 @@ def _prepare(job: Job, plan: Plan, folders: _OutputFolders, resume: _Resume | No
     return go
 
 
-def _video_job(job: Job, go: _Go, engine: Engine, scale: int, video: VideoSettings,
+def _video_job(job: Job, go: _Go, engine: Engine, video: VideoOptions,
                on_frames: FramesCallback | None, resume: _Resume | None) -> Outcome:
     if resume:
         resume.begin(job)
-    outcome = _run_video(job, go.replace, engine, scale, video, on_frames)
+    outcome = _run_video(job, go.replace, engine, video, on_frames)
     if resume and outcome.status == "done":
         try:
             resume.finish(job, go, job.dst.stat().st_size)
@@ -745,16 +736,12 @@ def _video_job(job: Job, go: _Go, engine: Engine, scale: int, video: VideoSettin
     return replace(outcome, notes=go.notes + outcome.notes, redone=True)
 
 
-def _run_video(job: Job, overwrite: bool, engine: Engine, scale: int, video: VideoSettings,
+def _run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
                on_frames: FramesCallback | None) -> Outcome:
     if _video is None:
         return Outcome(job, "failed", f"{job.src}: video support is not available in this installation")
-    options = _video.EncodeOptions(codec=video.codec, crf=video.crf, preset=video.preset,
-                                   pix_fmt=video.pix_fmt, extra_args=tuple(video.extra_args))
     try:
-        result = _video.upscale_video(job.src, job.dst, engine, scale, options, overwrite=overwrite,
-                                      progress=on_frames, video_stream=video.video_stream, hwdec=video.hwdec,
-                                      strict=video.strict)
+        result = _video.upscale_video(job.src, job.dst, engine, video, overwrite=overwrite, progress=on_frames)
     except _video.VideoError as e:
         return Outcome(job, "failed", _naming(job.src, str(e)))
     except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept

@@ -15,7 +15,7 @@ import pytest
 
 from srgpu.model import random_model
 from srgpu.video import api, hwdecode
-from srgpu.video.api import EncodeOptions, plan_video, upscale_video
+from srgpu.video.api import EncodeOptions, VideoOptions, plan_video, upscale_video
 from srgpu.video.errors import VideoError
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.video.handover import HandoverReader, TakeoverMismatch
@@ -106,8 +106,9 @@ def test_upscale_decodes_again_when_the_takeover_lost_a_frame(clips: tuple[Path,
     monkeypatch.setattr(api, "open_reader", open_reader)
     told: list[int] = []
     dst = tmp_path / "out.mkv"
-    result = upscale_video(clip, dst, SlowBicubic(random_model("9-1-5", seed=3), 2), 2, EncodeOptions(codec="ffv1"),
-                           hwdec="auto", progress=lambda n, total: told.append(n))
+    result = upscale_video(clip, dst, SlowBicubic(random_model("9-1-5", seed=3), 2),
+                           VideoOptions(EncodeOptions(codec="ffv1"), hwdec="auto"),
+                           progress=lambda n, total: told.append(n))
     assert result.frames == FRAMES and result.decoder == "software"
     got, want = frame_times(dst), frame_times(clip)
     assert len(got) == len(want) and max(abs(a - b) for a, b in zip(got, want)) <= Fraction(1, 1000)  # Matroska: ms
@@ -134,7 +135,7 @@ def test_an_output_missing_or_moving_frames_is_never_published(tmp_path: Path, e
     dst = tmp_path / "out.mp4"
     engine = BicubicEngine(random_model("9-1-5", seed=1), 2)
     with pytest.raises(VideoError, match=message):
-        upscale_video(src, dst, engine, 2, EncodeOptions(preset="ultrafast", extra_args=encoder_args))
+        upscale_video(src, dst, engine, VideoOptions(EncodeOptions(preset="ultrafast", extra_args=encoder_args)))
     assert leftovers(tmp_path) == [] and not dst.exists()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from srgpu.video import hwdecode
-from srgpu.video.api import EncodeOptions, decoding_for, plan_video, upscale_video
+from srgpu.video.api import EncodeOptions, VideoOptions, engine_gpu, plan_video, upscale_video
 from srgpu.video.ffmpeg import ffmpeg_exe, video_codecs
 
 from test_handover import handover, read_all, software_frames
@@ -51,8 +51,9 @@ def test_nvdec_output_is_bit_identical_to_software(random_gpu_engine, tmp_path: 
     src = make_clip(tmp_path / "src.mkv", size=size, rate=rate, frames=40, pix_fmt=pix_fmt, codec=encoder,
                     audio="aac", out_args=args)
     need_nvdec(src, codec, pix_fmt)
-    hw = upscale_video(src, tmp_path / "hw.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="nvdec")
-    sw = upscale_video(src, tmp_path / "sw.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="no")
+    ffv1 = EncodeOptions(codec="ffv1")
+    hw = upscale_video(src, tmp_path / "hw.mkv", random_gpu_engine, VideoOptions(ffv1, hwdec="nvdec"))
+    sw = upscale_video(src, tmp_path / "sw.mkv", random_gpu_engine, VideoOptions(ffv1, hwdec="no"))
     assert (hw.decoder, sw.decoder) == (hwdecode.CUVID_DECODERS[codec], "software")
     assert hw.frames == sw.frames == 40
     a, b = frame_list(tmp_path / "hw.mkv"), frame_list(tmp_path / "sw.mkv")
@@ -74,9 +75,10 @@ def test_nvdec_takes_over_from_the_software_decoder(tmp_path: Path) -> None:
 def test_hwdec_auto_plans_a_takeover_with_a_gpu_engine(random_gpu_engine, tmp_path: Path) -> None:
     src = make_clip(tmp_path / "src.mp4", size="320x240", frames=12, codec="libx264", out_args=("-crf", "20"))
     need_nvdec(src, "h264", "yuv420p")
-    job = plan_video(src, tmp_path / "out.mp4", 2, **decoding_for(random_gpu_engine, "auto"))
+    job = plan_video(src, tmp_path / "out.mp4", 2, VideoOptions(hwdec="auto"), gpu=engine_gpu(random_gpu_engine))
     assert job.takeover is not None and job.takeover[0] == "h264_cuvid" and job.decoder == "software"
-    result = upscale_video(src, tmp_path / "out.mp4", random_gpu_engine, 2, EncodeOptions(crf=18), hwdec="auto")
+    result = upscale_video(src, tmp_path / "out.mp4", random_gpu_engine,
+                           VideoOptions(EncodeOptions(crf=18), hwdec="auto"))
     assert result.frames == 12 and result.decoder.startswith("software")
 
 
@@ -108,7 +110,7 @@ def test_nvdec_takeover_keeps_every_frame_and_timestamp(random_gpu_engine, tmp_p
     codec = "hevc" if encoder == "libx265" else "h264"
     need_nvdec(src, codec, pix_fmt)
     dst = tmp_path / "out.mp4"
-    result = upscale_video(src, dst, random_gpu_engine, 2, EncodeOptions(), hwdec="auto")
+    result = upscale_video(src, dst, random_gpu_engine, VideoOptions(hwdec="auto"))
     assert result.frames == frames
     assert frame_times(dst) == frame_times(src), result.decoder
     if frames >= 280:  # long enough for NVDEC to catch up and take over (short ones: it may or may not)

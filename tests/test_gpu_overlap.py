@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from srgpu.engine.base import FrameFormat, FrameProcessor, PlaneSpec
-from srgpu.video.api import EncodeOptions, upscale_video
+from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
 
 from test_video import decode, make_clip
 
@@ -79,9 +79,10 @@ def test_overlapped_video_is_bit_identical_to_one_frame_at_a_time(random_gpu_eng
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     src = make_clip(tmp_path / "src.mkv", size="320x180", frames=30, audio="aac", codec="libx264",
                     out_args=("-crf", "20"))
-    fast = upscale_video(src, tmp_path / "fast.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"))
+    ffv1 = VideoOptions(EncodeOptions(codec="ffv1"), hwdec="no")  # the software decoder, both times
+    fast = upscale_video(src, tmp_path / "fast.mkv", random_gpu_engine, ffv1)
     monkeypatch.setattr(random_gpu_engine, "frame_processor", lambda fmt, slots=None: FrameProcessor(random_gpu_engine, fmt))
-    slow = upscale_video(src, tmp_path / "slow.mkv", random_gpu_engine, 2, EncodeOptions(codec="ffv1"))
+    slow = upscale_video(src, tmp_path / "slow.mkv", random_gpu_engine, ffv1)
     assert fast.frames == slow.frames == 30
     a = decode(tmp_path / "fast.mkv", "yuv420p", 640, 360)
     b = decode(tmp_path / "slow.mkv", "yuv420p", 640, 360)

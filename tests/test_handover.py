@@ -16,7 +16,7 @@ import pytest
 
 from srgpu.model import random_model
 from srgpu.video import api, hwdecode
-from srgpu.video.api import EncodeOptions, open_reader, plan_video, upscale_video
+from srgpu.video.api import EncodeOptions, VideoOptions, open_reader, plan_video, upscale_video
 from srgpu.video.handover import AGREE_FRAMES, HandoverReader
 from srgpu.video.pipeline import run_pipeline
 from srgpu.video.reader import Reader
@@ -112,7 +112,7 @@ def test_upscale_video_says_which_decoders_decoded(clip: Path, tmp_path: Path, m
     in for by ffmpeg's h264 decoder (choose_decoder's "auto" answer, patched)."""
     engine = SlowBicubic(random_model("9-1-5", seed=13), 2)
     monkeypatch.setattr(api, "choose_decoder", lambda *a, **k: hwdecode.DecoderChoice(takeover=("h264", ())))
-    result = upscale_video(clip, tmp_path / "out.mkv", engine, 2, EncodeOptions(codec="ffv1"), hwdec="auto")
+    result = upscale_video(clip, tmp_path / "out.mkv", engine, VideoOptions(EncodeOptions(codec="ffv1"), hwdec="auto"))
     m = re.fullmatch(r"software, then h264 from frame (\d+)", result.decoder)
     assert m and AGREE_FRAMES <= int(m.group(1)) < FRAMES, result.decoder
     assert result.frames == FRAMES
@@ -130,7 +130,7 @@ def test_a_pipeline_failure_stops_both_decoders(clip: Path, tmp_path: Path) -> N
                 raise RuntimeError("engine broke")
             return super().upscale_frame(planes, specs, max_value)
 
-    job = dataclasses.replace(plan_video(clip, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1")),
+    job = dataclasses.replace(plan_video(clip, tmp_path / "out.mkv", 2, VideoOptions(EncodeOptions(codec="ffv1"))),
                               takeover=("h264", ()))
     reader = open_reader(job)
     assert isinstance(reader, HandoverReader)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from srgpu.video import hwdecode
-from srgpu.video.api import EncodeOptions, plan_video, upscale_video
+from srgpu.video.api import EncodeOptions, VideoOptions, plan_video, upscale_video
 from srgpu.video.errors import VideoError
 from srgpu.video.ffmpeg import ffmpeg_exe, video_codecs
 from srgpu.video.reader import Reader
@@ -62,7 +62,8 @@ def test_the_chosen_decoder_decodes_only_the_upscaled_stream(h264_clip: Path, tm
 def test_a_cpu_engine_never_tries_nvdec(h264_clip: Path, tmp_path: Path, cpu_engine,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hwdecode, "decodes_like_software", lambda *a, **k: pytest.fail("no trial with a CPU engine"))
-    result = upscale_video(h264_clip, tmp_path / "out.mkv", cpu_engine, 2, EncodeOptions(codec="ffv1"), hwdec="auto")
+    result = upscale_video(h264_clip, tmp_path / "out.mkv", cpu_engine,
+                           VideoOptions(EncodeOptions(codec="ffv1"), hwdec="auto"))
     assert result.decoder == "software" and result.frames == 20
 
 
@@ -91,17 +92,18 @@ def test_without_nvdec_auto_decodes_in_software_and_nvdec_says_why(h264_clip: Pa
 def test_nvdec_refuses_codecs_it_lacks_and_alpha(tmp_path: Path) -> None:
     clip = make_clip(tmp_path / "src.mkv")  # ffv1
     with pytest.raises(VideoError, match="NVDEC has no decoder for ffv1"):
-        plan_video(clip, tmp_path / "out.mkv", 2, hwdec="nvdec")
-    assert plan_video(clip, tmp_path / "out.mkv", 2, hwdec="auto").reader_args["decoder"] is None
+        plan_video(clip, tmp_path / "out.mkv", 2, VideoOptions(hwdec="nvdec"))
+    assert plan_video(clip, tmp_path / "out.mkv", 2, VideoOptions(hwdec="auto"), gpu=0).reader_args["decoder"] is None
     with pytest.raises(VideoError, match="needs the libvpx decoder"):
         hwdecode.choose_decoder(clip, 0, "vp8", "nvdec", 0, "yuva420p", None, software="libvpx")
     assert hwdecode.choose_decoder(clip, 0, "vp8", "auto", 0, "yuva420p", None,
                                    software="libvpx") == hwdecode.DecoderChoice("libvpx")
 
 
-def test_an_unknown_mode_is_refused(h264_clip: Path) -> None:
-    with pytest.raises(VideoError, match="unknown hwdec mode 'gpu'"):
-        hwdecode.choose_decoder(h264_clip, 0, "h264", "gpu", 0, "yuv420p", None)
+def test_an_unknown_mode_is_refused_where_the_options_are_made() -> None:
+    with pytest.raises(VideoError, match=r"unknown hwdec mode 'gpu': use auto, nvdec, no"):
+        VideoOptions(hwdec="gpu")  # type: ignore[arg-type]
+    assert VideoOptions().hwdec == "auto"  # one default, the CLI's
 
 
 def test_the_cli_refuses_an_unknown_hwdec(h264_clip: Path, tmp_path: Path) -> None:
@@ -112,5 +114,8 @@ def test_the_cli_refuses_an_unknown_hwdec(h264_clip: Path, tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["upscale", str(h264_clip), "-o", str(tmp_path / "o.mp4"), "--device", "cpu",
                                       "--hwdec", "gpu"])
     assert result.exit_code == 2
-    assert "unknown value 'gpu'" in result.output
+    assert "unknown value 'gpu': use auto, nvdec, no" in result.output and "--hwdec" in result.output
     assert not list(tmp_path.iterdir())
+    # the pipeline bench: refused before any engine or clip is made
+    result = CliRunner().invoke(app, ["bench", "--pipeline", "--device", "cpu", "--hwdec", "gpu"])
+    assert result.exit_code == 2 and "unknown value 'gpu': use auto, nvdec, no" in result.output

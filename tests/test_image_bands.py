@@ -30,10 +30,10 @@ def test_bands_are_bit_identical_to_the_whole_image(arch: str, scale: int, chann
     rng = np.random.default_rng(7)
     engine = CPUEngine(random_model(arch, seed=2, scale=scale), scale)
     image = natural(rng, (23, 9) if channels is None else (23, 9, channels), dtype)
-    whole = upscale_whole(image, engine, scale)
+    whole = upscale_whole(image, engine)
     for band_pixels in (1, 9 * scale * scale * 5, 9 * scale * scale * 22):  # 1 row, 5 rows, 22 of 23
         seen: list[tuple[int, int]] = []
-        banded = upscale_image(image, engine, scale, progress=lambda d, t: seen.append((d, t)),
+        banded = upscale_image(image, engine, progress=lambda d, t: seen.append((d, t)),
                                band_output_pixels=band_pixels)
         assert banded.dtype == whole.dtype and np.array_equal(banded, whole), band_pixels
         assert seen[-1] == (23 * scale, 23 * scale) and len(seen) > 1

@@ -17,10 +17,10 @@ from srgpu.imagefile import ImageFileError, read_image, write_image_atomic
 from srgpu.manifest import JOURNAL_NAME, MANIFEST_NAME
 
 
-def expected_rgb(image: np.ndarray, engine, scale: int = 2) -> np.ndarray:
+def expected_rgb(image: np.ndarray, engine) -> np.ndarray:
     """The RGB path from the engine's own planes: Y SRCNN, Cb/Cr bicubic, BT.601 back to RGB."""
     top = np.iinfo(image.dtype).max
-    out = (image.shape[0] * scale, image.shape[1] * scale)
+    out = (image.shape[0] * engine.scale, image.shape[1] * engine.scale)
     ycc = rgb_to_ycbcr(image[..., :3].astype(np.float64) / top)
     y = engine.srcnn_plane(ycc[..., 0].astype(np.float32), out, top)
     cb = engine.bicubic_plane(ycc[..., 1].astype(np.float32), out, top)
@@ -42,14 +42,14 @@ def names_in(folder: Path) -> list[str]:
 
 def test_gray_goes_through_srcnn_directly(cpu_engine, make_image):
     g = make_image((9, 14), np.uint8, seed=1)
-    out = upscale_image(g, cpu_engine, 2)
+    out = upscale_image(g, cpu_engine)
     assert out.dtype == np.uint8 and out.shape == (18, 28)
     np.testing.assert_array_equal(out, cpu_engine.srcnn_plane(g, (18, 28), 255))
 
 
 def test_rgb_uses_luma_srcnn_and_bicubic_chroma(cpu_engine, make_image):
     rgb = make_image((10, 12, 3), np.uint8, seed=2)
-    out = upscale_image(rgb, cpu_engine, 2)
+    out = upscale_image(rgb, cpu_engine)
     np.testing.assert_array_equal(out, expected_rgb(rgb, cpu_engine))
     # the luma of the result is the SRCNN plane (to rounding), the chroma the bicubic planes
     ycc_out = rgb_to_ycbcr(out / 255.0)
@@ -66,7 +66,7 @@ def test_rgb_uses_luma_srcnn_and_bicubic_chroma(cpu_engine, make_image):
 
 def test_gray_stored_as_rgb_stays_gray(cpu_engine, make_image):
     g = make_image((8, 11), np.uint8, seed=3)
-    out = upscale_image(np.repeat(g[..., None], 3, axis=2), cpu_engine, 2)
+    out = upscale_image(np.repeat(g[..., None], 3, axis=2), cpu_engine)
     assert np.abs(out.astype(int) - out[..., :1]).max() <= 1  # R = G = B to rounding
     # BT.601 studio-range luma of a gray image is 16 + 219 g: SRCNN then acts on that plane
     assert out.shape == (16, 22, 3)
@@ -74,7 +74,7 @@ def test_gray_stored_as_rgb_stays_gray(cpu_engine, make_image):
 
 def test_alpha_is_bicubic_in_its_own_depth(cpu_engine, make_image):
     rgba = make_image((7, 9, 4), np.uint16, seed=4)
-    out = upscale_image(rgba, cpu_engine, 2)
+    out = upscale_image(rgba, cpu_engine)
     assert out.dtype == np.uint16 and out.shape == (14, 18, 4)
     np.testing.assert_array_equal(out[..., 3], cpu_engine.bicubic_plane(rgba[..., 3], (14, 18), 65535))
     np.testing.assert_array_equal(out[..., :3], expected_rgb(rgba, cpu_engine))
@@ -88,7 +88,7 @@ def _one(tmp_path: Path, name: str, image: np.ndarray, engine, fmt: str | None =
     src.parent.mkdir(parents=True, exist_ok=True)
     write_image_atomic(src, image)
     plan = plan_batch(src.parent, tmp_path / "out", fmt=fmt)
-    result = run_batch(plan, engine, 2)
+    result = run_batch(plan, engine)
     assert result.exit_code == 0, result.failed
     return read_image(plan.jobs[0].dst)
 
@@ -112,7 +112,7 @@ def test_rgba_png_and_webp_round_trip(tmp_path, cpu_engine, make_image):
     rgba = make_image((8, 10, 4), np.uint8, seed=7)
     rgba[..., 3] = np.linspace(0, 255, 10).astype(np.uint8)  # a real alpha gradient
     png = _one(tmp_path, "a.png", rgba, cpu_engine)
-    np.testing.assert_array_equal(png, upscale_image(rgba, cpu_engine, 2))
+    np.testing.assert_array_equal(png, upscale_image(rgba, cpu_engine))
     webp = _one(tmp_path / "w", "a.png", rgba, cpu_engine, fmt="webp")  # lossless webp
     visible = png[..., 3] > 0  # libwebp drops the colour of fully transparent pixels
     np.testing.assert_array_equal(webp[..., 3], png[..., 3])
@@ -154,7 +154,7 @@ def tree(tmp_path, make_image) -> Path:
 
 def test_folder_is_mirrored(tree, tmp_path, cpu_engine):
     out = tmp_path / "big"
-    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    result = run_batch(plan_batch(tree, out), cpu_engine)
     assert result.exit_code == 0 and len(result.done) == 3
     assert files_under(out) == ["2024/b.jpg", "2024/summer/c.png", "a.png"]  # hidden files left alone
     assert read_image(out / "2024" / "summer" / "c.png").shape == (8, 12)
@@ -174,18 +174,18 @@ def test_existing_outputs_are_skipped_unless_overwrite(tree, tmp_path, cpu_engin
     out = tmp_path / "big"
     (out / "2024").mkdir(parents=True)
     (out / "2024" / "b.jpg").write_bytes(b"keep me")
-    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    result = run_batch(plan_batch(tree, out), cpu_engine)
     assert [o.job.dst.name for o in result.skipped] == ["b.jpg"] and len(result.done) == 2
     assert (out / "2024" / "b.jpg").read_bytes() == b"keep me"
     assert result.exit_code == 0
-    again = run_batch(plan_batch(tree, out, overwrite=True), cpu_engine, 2)
+    again = run_batch(plan_batch(tree, out, overwrite=True), cpu_engine)
     assert len(again.done) == 3
     assert read_image(out / "2024" / "b.jpg").shape == (10, 14, 3)
 
 
 def test_format_option_changes_extensions(tree, tmp_path, cpu_engine):
     out = tmp_path / "webp"
-    result = run_batch(plan_batch(tree, out, fmt="webp"), cpu_engine, 2)
+    result = run_batch(plan_batch(tree, out, fmt="webp"), cpu_engine)
     assert result.exit_code == 0
     assert files_under(out) == ["2024/b.webp", "2024/summer/c.webp", "a.webp"]
 
@@ -194,7 +194,7 @@ def test_corrupt_and_foreign_files_are_reported_and_skipped(tree, tmp_path, cpu_
     (tree / "2024" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n truncated")
     (tree / "notes.txt").write_text("not an image")
     out = tmp_path / "big"
-    result = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    result = run_batch(plan_batch(tree, out), cpu_engine)
     assert result.exit_code == 1
     failed = {o.job.src.name: o.message for o in result.failed}
     assert set(failed) == {"broken.png", "notes.txt"}
@@ -223,7 +223,7 @@ def test_outcomes_come_in_job_order_while_images_are_written_behind(tmp_path, cp
             assert read_image(outcome.job.dst).shape == (12, 10, 3)
 
     plan = plan_batch(src, out)
-    result = run_batch(plan, cpu_engine, 2, on_start=lambda job: started.append(job), on_done=done)
+    result = run_batch(plan, cpu_engine, on_start=lambda job: started.append(job), on_done=done)
     names = [j.src.name for j in plan.jobs]
     assert [j.src.name for j in started] == names == [o.job.src.name for o in reported]
     assert list(result.outcomes) == reported
@@ -249,7 +249,7 @@ def test_an_engine_error_stops_the_batch_after_the_images_before_it_are_whole(tm
     out = tmp_path / "out"
     reported = []
     with pytest.raises(RuntimeError, match="fell off the bus"):
-        run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), 2, on_done=reported.append)
+        run_batch(plan_batch(src, out), Exploding(cpu_engine.model, 2), on_done=reported.append)
     assert [(o.job.src.name, o.status) for o in reported] == [("a.png", "done"), ("b.png", "done")]
     assert names_in(out) == ["a.png", "b.png"]  # whole, no temporary files
     assert all(read_image(out / n).shape == (12, 10, 3) for n in ("a.png", "b.png"))
@@ -260,18 +260,18 @@ def test_two_inputs_never_share_one_output(tmp_path, cpu_engine, make_image):
     src.mkdir()
     write_image_atomic(src / "a.jpg", make_image((4, 4, 3), seed=1))
     write_image_atomic(src / "a.png", make_image((4, 4, 3), seed=2))
-    result = run_batch(plan_batch(src, tmp_path / "out", fmt="webp"), cpu_engine, 2)
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt="webp"), cpu_engine)
     assert [o.job.src.name for o in result.done] == ["a.jpg"]
     assert [o.job.src.name for o in result.failed] == ["a.png"]
     assert "already the output of" in result.failed[0].message
     np.testing.assert_array_equal(read_image(tmp_path / "out" / "a.webp"),
-                                  upscale_image(read_image(src / "a.jpg"), cpu_engine, 2))
+                                  upscale_image(read_image(src / "a.jpg"), cpu_engine))
 
 
 def test_output_inside_input_is_not_walked(tree, cpu_engine):
     out = tree / "upscaled"
-    first = run_batch(plan_batch(tree, out), cpu_engine, 2)
-    second = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    first = run_batch(plan_batch(tree, out), cpu_engine)
+    second = run_batch(plan_batch(tree, out), cpu_engine)
     assert len(first.done) == 3 and len(second.skipped) == 3 and not second.failed
 
 
@@ -280,7 +280,7 @@ def test_alpha_to_jpeg_fails_for_that_file_only(tmp_path, cpu_engine, make_image
     src.mkdir()
     write_image_atomic(src / "alpha.png", make_image((4, 4, 4)))
     write_image_atomic(src / "plain.png", make_image((4, 4, 3)))
-    result = run_batch(plan_batch(src, tmp_path / "out", fmt="jpg"), cpu_engine, 2)
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt="jpg"), cpu_engine)
     assert [o.job.src.name for o in result.failed] == ["alpha.png"]
     assert files_under(tmp_path / "out") == ["plain.jpg"]
 
@@ -298,7 +298,7 @@ def test_alpha_to_jpeg_fails_before_any_upscaling(tmp_path, random_npz, make_ima
 
     engine = Counting(load_npz(random_npz), 2)
     write_image_atomic(tmp_path / "alpha.png", make_image((4, 4, 4)))
-    result = run_batch(plan_batch(tmp_path / "alpha.png", tmp_path / "o.jpg"), engine, 2)
+    result = run_batch(plan_batch(tmp_path / "alpha.png", tmp_path / "o.jpg"), engine)
     assert result.failed and "alpha" in result.failed[0].message
     assert engine.frames == 0 and not (tmp_path / "o.jpg").exists()
 
@@ -364,7 +364,7 @@ def test_encode_failure_leaves_nothing(tmp_path, cpu_engine, make_image):
     write_image_atomic(src / "wide.png", make_image((1, 8500), seed=9))
     write_image_atomic(src / "ok.png", make_image((3, 3), seed=9))
     out = tmp_path / "out"
-    result = run_batch(plan_batch(src, out, fmt="webp"), cpu_engine, 2)
+    result = run_batch(plan_batch(src, out, fmt="webp"), cpu_engine)
     assert [o.job.src.name for o in result.failed] == ["wide.png"]
     assert "cannot encode" in result.failed[0].message
     assert names_in(out) == ["ok.webp"]  # no wide.webp, no temporary file
@@ -387,7 +387,7 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(imagefile.os, publisher, failing)
-    result = run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine, 2)
+    result = run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine)
     assert result.exit_code == 1 and "No space left" in result.failed[0].message
     assert seen and seen[0].parent == out and seen[0].name.startswith(".a.")
     assert list(out.iterdir()) == []
@@ -397,7 +397,7 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
 
     monkeypatch.setattr(imagefile.os, publisher, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine, 2)
+        run_batch(plan_batch(src, out / "a.png", overwrite=overwrite), cpu_engine)
     assert list(out.iterdir()) == []
 
 
@@ -410,7 +410,7 @@ def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, c
     src.mkdir()
     (src / "clip.mp4").write_bytes(b"\x00" * 64)
     write_image_atomic(src / "a.png", make_image((4, 4)))
-    result = run_batch(plan_batch(src, tmp_path / "out"), cpu_engine, 2)
+    result = run_batch(plan_batch(src, tmp_path / "out"), cpu_engine)
     assert [o.job.kind for o in result.failed] == ["video"]
     assert "video support is not available" in result.failed[0].message
     assert len(result.done) == 1
@@ -428,7 +428,7 @@ def test_folder_videos_in_containers_srgpu_cannot_write_become_mkv(tmp_path: Pat
     out = tmp_path / "out"
     plan = plan_batch(tree, out)
     assert sorted(j.dst.name for j in plan.jobs) == ["a.mkv", "b.mp4"]
-    result = run_batch(plan, cpu_engine, 2)
+    result = run_batch(plan, cpu_engine)
     assert result.exit_code == 0, [o.message for o in result.failed]
     assert "32x24" in stream_lines(out / "a.mkv", "Video")[0]
     assert "32x24" in stream_lines(out / "b.mp4", "Video")[0]
@@ -462,7 +462,7 @@ def test_a_file_that_appears_during_a_folder_run_is_never_replaced(tmp_path, cpu
         write_image_atomic(src / name, make_image((5, 6, 3), seed=len(name)))
     out = tmp_path / "out"
     engine = _intruding_engine(cpu_engine, out / "b.png", at=2)
-    result = run_batch(plan_batch(src, out), engine, 2)
+    result = run_batch(plan_batch(src, out), engine)
     assert [o.job.src.name for o in result.done] == ["a.png"]
     assert [o.job.src.name for o in result.failed] == ["b.png"] and result.exit_code == 1
     message = result.failed[0].message
@@ -475,12 +475,12 @@ def test_a_file_that_appears_during_a_single_run_is_never_replaced(tmp_path, cpu
     src = tmp_path / "a.png"
     write_image_atomic(src, make_image((5, 6, 3)))
     dst = tmp_path / "big.png"
-    result = run_batch(plan_batch(src, dst), _intruding_engine(cpu_engine, dst), 2)
+    result = run_batch(plan_batch(src, dst), _intruding_engine(cpu_engine, dst))
     assert result.exit_code == 1 and "appeared" in result.failed[0].message
     assert dst.read_bytes() == b"someone else's file"
     # --overwrite: the user asked for the output to replace whatever is there
     dst.unlink()
-    result = run_batch(plan_batch(src, dst, overwrite=True), _intruding_engine(cpu_engine, dst), 2)
+    result = run_batch(plan_batch(src, dst, overwrite=True), _intruding_engine(cpu_engine, dst))
     assert result.exit_code == 0 and read_image(dst).shape == (10, 12, 3)
 
 
@@ -528,7 +528,7 @@ def test_stale_temporaries_of_dead_runs_are_removed_before_writing(tmp_path, cpu
                  out / ".a.png.srgpu-elsewhere-1-ab.part.png"]  # not srgpu's pattern, or another host
         for p in stale + [live] + users:
             p.write_bytes(b"partial")
-        result = run_batch(plan_batch(src, out), cpu_engine, 2)
+        result = run_batch(plan_batch(src, out), cpu_engine)
         assert result.exit_code == 0
         assert not any(p.exists() for p in stale)
         assert live.exists() and all(p.exists() for p in users)
@@ -586,7 +586,7 @@ def test_an_output_file_name_taken_by_a_folder_is_a_clear_error_before_the_work(
     out = tmp_path / "out"
     (out / "a.png").mkdir(parents=True)
     for overwrite in (False, True):
-        result = run_batch(plan_batch(src, out, overwrite=overwrite), cpu_engine, 2)
+        result = run_batch(plan_batch(src, out, overwrite=overwrite), cpu_engine)
         assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.png", "failed"), ("b.png", "done")]
         assert "is a folder" in result.failed[0].message
         (out / "b.png").unlink()
@@ -613,13 +613,13 @@ def _by_name(outcomes) -> dict[str, object]:
 def test_resume_skips_only_complete_outputs_made_from_the_same_sources(tree, tmp_path, cpu_engine, make_image):
     write_image_atomic(tree / "d.png", make_image((5, 4, 3), seed=4))
     out = tmp_path / "big"
-    first = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    first = run_batch(plan_batch(tree, out), cpu_engine)
     assert len(first.done) == 4 and (out / MANIFEST_NAME).is_file() and not (out / JOURNAL_NAME).exists()
     c = out / "2024" / "summer" / "c.png"
     c.write_bytes(c.read_bytes()[:40])  # cut short, as a power cut can leave a file
     (out / "a.png").write_bytes(b"")  # emptied
     write_image_atomic(tree / "2024" / "b.jpg", make_image((5, 7, 3), seed=99))  # the source changed
-    second = run_batch(plan_batch(tree, out), cpu_engine, 2)
+    second = run_batch(plan_batch(tree, out), cpu_engine)
     assert second.exit_code == 0 and [o.job.src.name for o in second.skipped] == ["d.png"]
     assert "done by an earlier run" in second.skipped[0].message
     done = _by_name(second.done)
@@ -630,8 +630,8 @@ def test_resume_skips_only_complete_outputs_made_from_the_same_sources(tree, tmp
     assert done["b.jpg"].notes == ("redone: the source changed since the output was made",)
     assert second.summary().startswith("3 upscaled (3 redone), 1 skipped (output exists), 0 failed")
     np.testing.assert_array_equal(read_image(c), upscale_image(read_image(tree / "2024" / "summer" / "c.png"),
-                                                               cpu_engine, 2))
-    third = run_batch(plan_batch(tree, out), cpu_engine, 2)
+                                                               cpu_engine))
+    third = run_batch(plan_batch(tree, out), cpu_engine)
     assert len(third.skipped) == 4 and not third.done
 
 
@@ -641,15 +641,15 @@ def test_resume_redoes_outputs_made_with_other_settings(tmp_path, make_image):
     for name in ("a.png", "b.png"):
         write_image_atomic(src / name, make_image((5, 6, 3), seed=len(name)))
     out = tmp_path / "out"
-    assert len(run_batch(plan_batch(src, out), _engine(1, 3), 3).done) == 2
-    x2 = run_batch(plan_batch(src, out), _engine(1, 2), 2)
+    assert len(run_batch(plan_batch(src, out), _engine(1, 3)).done) == 2
+    x2 = run_batch(plan_batch(src, out), _engine(1, 2))
     assert [o.redone for o in x2.done] == [True, True] and read_image(out / "a.png").shape == (10, 12, 3)
     assert x2.done[0].notes == ("redone: the output was made with scale 3 (now 2)",)  # same seed, same weights
-    other = run_batch(plan_batch(src, out), _engine(2, 2), 2)
+    other = run_batch(plan_batch(src, out), _engine(2, 2))
     assert other.done[0].notes == ("redone: the output was made with another model "
                                    "(random-9-1-5-seed1; now random-9-1-5-seed2)",)
     # the same weights under another name (e.g. the model file was renamed) are the same model
-    renamed = run_batch(plan_batch(src, out), _engine(2, 2, name="renamed"), 2)
+    renamed = run_batch(plan_batch(src, out), _engine(2, 2, name="renamed"))
     assert len(renamed.skipped) == 2 and not renamed.done
 
 
@@ -662,16 +662,16 @@ def test_existing_files_srgpu_did_not_make_are_left_alone_unless_overwrite(tmp_p
     out.mkdir()
     write_image_atomic(out / "a.png", make_image((3, 3, 3)))  # someone's image, or an older srgpu's output
     (out / "b.png").write_bytes(b"")  # an empty file
-    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    result = run_batch(plan_batch(src, out), cpu_engine)
     left = _by_name(result.skipped)
     assert set(left) == {"a.png", "b.png"} and all(o.unrecorded for o in left.values())
     assert "srgpu has no record of making it; left as it is (--overwrite replaces it)" in left["b.png"].message
     assert result.summary().startswith("1 upscaled, 2 skipped (output exists; 2 not recorded as made by srgpu, "
                                        "left as they are: --overwrite replaces them), 0 failed")
     assert read_image(out / "a.png").shape == (3, 3, 3) and (out / "b.png").read_bytes() == b""
-    replaced = run_batch(plan_batch(src, out, overwrite=True), cpu_engine, 2)
+    replaced = run_batch(plan_batch(src, out, overwrite=True), cpu_engine)
     assert len(replaced.done) == 3 and not any(o.redone for o in replaced.done)
-    assert len(run_batch(plan_batch(src, out), cpu_engine, 2).skipped) == 3  # now srgpu's, and done
+    assert len(run_batch(plan_batch(src, out), cpu_engine).skipped) == 3  # now srgpu's, and done
 
 
 def test_the_manifest_is_written_once_per_run_and_the_journal_once_per_file(tmp_path, cpu_engine, make_image):
@@ -689,7 +689,7 @@ def test_the_manifest_is_written_once_per_run_and_the_journal_once_per_file(tmp_
         journal = out / JOURNAL_NAME
         seen.append(((out / MANIFEST_NAME).exists(), len(journal.read_bytes().splitlines())))
 
-    result = run_batch(plan_batch(src, out), cpu_engine, 2, on_done=done)
+    result = run_batch(plan_batch(src, out), cpu_engine, on_done=done)
     assert result.exit_code == 0
     assert [m for m, _ in seen] == [False] * 4  # no rewrite of the manifest per file
     assert [n for _, n in seen] == sorted(n for _, n in seen) and seen[-1][1] >= 2 * 4
@@ -733,19 +733,19 @@ class Killed(CPUEngine):
             os.kill(os.getpid(), signal.SIGKILL)
         return super().upscale_frame(*args)
 
-run_batch(plan_batch(Path({str(src)!r}), Path({str(out)!r})), Killed(load_npz(Path({str(random_npz)!r})), 2), 2)
+run_batch(plan_batch(Path({str(src)!r}), Path({str(out)!r})), Killed(load_npz(Path({str(random_npz)!r})), 2))
 """
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert (out / JOURNAL_NAME).exists() and not (out / MANIFEST_NAME).exists()
-    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    result = run_batch(plan_batch(src, out), cpu_engine)
     assert result.exit_code == 0 and not any(o.unrecorded for o in result.skipped)
     assert len(result.skipped) >= 3 and sum(o.redone for o in result.done) <= 1
     assert len(result.skipped) + len(result.done) == 8
     assert files_under(out) == [f"{i}.png" for i in range(8)]  # every output, no temporary
     for i in range(8):
         np.testing.assert_array_equal(read_image(out / f"{i}.png"), upscale_image(read_image(src / f"{i}.png"),
-                                                                                  cpu_engine, 2))
+                                                                                  cpu_engine))
 
 
 def test_an_output_a_killed_run_began_but_did_not_record_is_redone(tmp_path, cpu_engine, make_image):
@@ -754,14 +754,14 @@ def test_an_output_a_killed_run_began_but_did_not_record_is_redone(tmp_path, cpu
     for name in ("a.png", "b.png"):
         write_image_atomic(src / name, make_image((4, 5, 3), seed=len(name)))
     out = tmp_path / "out"
-    run_batch(plan_batch(src, out), cpu_engine, 2)
+    run_batch(plan_batch(src, out), cpu_engine)
     # what a run killed between publishing a.png and recording it leaves: 'begin', then a torn line
     (out / JOURNAL_NAME).write_text('{"op":"begin","path":"a.png"}\n{"op":"done","path":"a.p')
-    result = run_batch(plan_batch(src, out), cpu_engine, 2)
+    result = run_batch(plan_batch(src, out), cpu_engine)
     assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.png", "done"), ("b.png", "skipped")]
     assert result.done[0].notes == ("redone: an earlier run was stopped while writing it",)
     assert not (out / JOURNAL_NAME).exists()
-    assert len(run_batch(plan_batch(src, out), cpu_engine, 2).skipped) == 2
+    assert len(run_batch(plan_batch(src, out), cpu_engine).skipped) == 2
 
 
 # ---------------------------------------------------------------- an input is never an output
@@ -777,7 +777,7 @@ def test_an_output_folder_inside_the_input_never_replaces_an_input(tmp_path, cpu
     write_image_atomic(t / "sub" / "a.png", make_image((3, 3, 3), seed=3))
     original = (t / "sub" / "a.png").read_bytes()
     for overwrite in (True, False, True):
-        result = run_batch(plan_batch(t, t / "sub", overwrite=overwrite), cpu_engine, 2)
+        result = run_batch(plan_batch(t, t / "sub", overwrite=overwrite), cpu_engine)
         assert [(o.job.src.name, o.status) for o in result.outcomes] == [
             ("a.png", "failed"), ("b.png", "done" if overwrite else "skipped")]
         assert result.exit_code == 1 and "1 failed" in result.summary()
@@ -794,7 +794,7 @@ def test_an_output_that_is_one_of_the_input_files_is_refused_even_with_overwrite
     write_image_atomic(t / "sub" / "x.png", make_image((4, 5, 3), seed=1))
     write_image_atomic(t / "sub" / "sub" / "x.png", make_image((4, 5, 3), seed=2))
     original = (t / "sub" / "x.png").read_bytes()
-    result = run_batch(plan_batch(t / "sub", t, overwrite=True), cpu_engine, 2)
+    result = run_batch(plan_batch(t / "sub", t, overwrite=True), cpu_engine)
     assert [(str(o.job.src.relative_to(t)), o.status) for o in result.outcomes] == [
         ("sub/x.png", "done"), ("sub/sub/x.png", "failed")]
     assert result.failed[0].message == (f"{t / 'sub' / 'x.png'}: is one of the input files; an input is never "
@@ -807,7 +807,7 @@ def test_an_output_that_is_one_of_the_input_files_is_refused_even_with_overwrite
     write_image_atomic(src / "a.png", make_image((4, 5, 3), seed=3))
     write_image_atomic(src / "b.png", make_image((4, 5, 3), seed=4))
     os.link(src / "a.png", out / "b.png")
-    linked = run_batch(plan_batch(src, out, overwrite=True), cpu_engine, 2)
+    linked = run_batch(plan_batch(src, out, overwrite=True), cpu_engine)
     assert [o.status for o in linked.outcomes] == ["done", "failed"]
     assert "is one of the input files" in linked.failed[0].message
     assert (out / "b.png").samefile(src / "a.png")
@@ -923,10 +923,10 @@ def test_a_sideways_camera_jpeg_is_upscaled_upright(tmp_path, cpu_engine, make_i
     (src / "phone.jpg").write_bytes(jpeg_with_app1(make_image((6, 10, 3), seed=12), exif_with_orientation(6)))
     stored = cv2.cvtColor(cv2.imread(str(src / "phone.jpg"), cv2.IMREAD_UNCHANGED), cv2.COLOR_BGR2RGB)
     assert stored.shape == (6, 10, 3)  # landscape as stored
-    expected = upscale_image(np.ascontiguousarray(np.rot90(stored, -1)), cpu_engine, 2)  # turned clockwise
+    expected = upscale_image(np.ascontiguousarray(np.rot90(stored, -1)), cpu_engine)  # turned clockwise
     for fmt in ("png", None):
         out = tmp_path / f"out-{fmt}"
-        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine, 2)
+        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine)
         assert result.exit_code == 0 and not result.done[0].notes
         dst = result.done[0].job.dst
         assert read_image(dst).shape == (20, 12, 3)
@@ -944,7 +944,7 @@ def test_the_icc_profile_is_kept_byte_for_byte(tmp_path, cpu_engine, make_image,
     src = tmp_path / "in"
     src.mkdir()
     (src / f"a{src_ext}").write_bytes(encode_with(make_image((5, 6, 3), seed=13), src_ext, icc=icc))
-    result = run_batch(plan_batch(src, tmp_path / "out", fmt=fmt), cpu_engine, 2)
+    result = run_batch(plan_batch(src, tmp_path / "out", fmt=fmt), cpu_engine)
     assert result.exit_code == 0 and not result.done[0].notes
     assert metadata_of(result.done[0].job.dst)[cv2.IMAGE_METADATA_ICCP] == icc
 
@@ -957,9 +957,9 @@ def test_a_gray_profile_stays_with_a_gray_image_and_is_noted_where_the_output_tu
     src = tmp_path / "in"
     src.mkdir()
     (src / "g.png").write_bytes(encode_with(make_image((5, 6), seed=14), ".png", icc=icc))
-    gray = run_batch(plan_batch(src, tmp_path / "png"), cpu_engine, 2)
+    gray = run_batch(plan_batch(src, tmp_path / "png"), cpu_engine)
     assert not gray.done[0].notes and metadata_of(tmp_path / "png" / "g.png")[cv2.IMAGE_METADATA_ICCP] == icc
-    webp = run_batch(plan_batch(src, tmp_path / "webp", fmt="webp"), cpu_engine, 2)  # WebP stores gray as RGB
+    webp = run_batch(plan_batch(src, tmp_path / "webp", fmt="webp"), cpu_engine)  # WebP stores gray as RGB
     assert webp.exit_code == 0
     assert webp.done[0].notes == ("its ICC colour profile is not kept: it describes GRAY colours and the output "
                                   "is RGB",)
@@ -1025,12 +1025,12 @@ def test_a_tiff_keeps_its_icc_profile_and_its_orientation_is_applied_once(tmp_pa
     np.testing.assert_array_equal(read_image(src / "scan.tif"), np.rot90(rgb, -1))
     for fmt, ext in ((None, ".tif"), ("png", ".png")):
         out = tmp_path / f"out-{ext.lstrip('.')}"
-        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine, 2)
+        result = run_batch(plan_batch(src, out, fmt=fmt), cpu_engine)
         assert result.exit_code == 0 and not result.done[0].notes
         dst = result.done[0].job.dst
         assert dst.suffix == ext
         np.testing.assert_array_equal(read_image(dst), upscale_image(np.ascontiguousarray(np.rot90(rgb, -1)),
-                                                                     cpu_engine, 2))
+                                                                     cpu_engine))
         assert (tiff_icc(dst.read_bytes()) if ext == ".tif" else metadata_of(dst)[2]) == icc
 
 
@@ -1044,7 +1044,7 @@ def test_a_file_that_appears_during_a_video_is_kept_and_that_video_fails_in_one_
     make_clip(src / "a.mkv", size="16x12", frames=3)
     make_clip(src / "b.mkv", size="16x12", frames=3)
     out = tmp_path / "out"
-    result = run_batch(plan_batch(src, out), _intruding_engine(cpu_engine, out / "a.mkv", at=2), 2)
+    result = run_batch(plan_batch(src, out), _intruding_engine(cpu_engine, out / "a.mkv", at=2))
     assert [(o.job.src.name, o.status) for o in result.outcomes] == [("a.mkv", "failed"), ("b.mkv", "done")]
     assert "appeared" in result.failed[0].message and "\n" not in result.failed[0].message
     assert (out / "a.mkv").read_bytes() == b"someone else's file"

@@ -74,14 +74,14 @@ def test_video_frames_larger_than_the_pipe_are_lent_and_arrive_exactly(tmp_path,
 
     from srgpu.model import random_model
     from srgpu.video import pipesink
-    from srgpu.video.api import EncodeOptions, upscale_video
+    from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
 
     lent = []
     original = pipesink.PipeSink.lend
     monkeypatch.setattr(pipesink.PipeSink, "lend", lambda self, a: (lent.append(a.nbytes), original(self, a)))
     engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
     src = make_clip(tmp_path / "src.mkv", size="512x384", frames=5)
-    upscale_video(src, tmp_path / "out.mkv", engine, 2, EncodeOptions(codec="ffv1"))
+    upscale_video(src, tmp_path / "out.mkv", engine, VideoOptions(EncodeOptions(codec="ffv1")))
     assert len(lent) == 5 * 3  # every plane of every frame was lent, none copied
     want = expected_frames(engine, src, "yuv420p", 512, 384, 2)
     got = decode(tmp_path / "out.mkv", "yuv420p", 1024, 768)

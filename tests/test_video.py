@@ -22,7 +22,7 @@ from srgpu.engine.base import FrameProcessor, PlaneSpec
 from srgpu.engine.cpu import CPUEngine
 from srgpu.model import random_model
 from srgpu.video import mkv
-from srgpu.video.api import (VIDEO_EXTENSIONS, EncodeOptions, VideoError, is_video_file, plan_video,
+from srgpu.video.api import (VIDEO_EXTENSIONS, EncodeOptions, VideoError, VideoOptions, is_video_file, plan_video,
                              upscale_video)
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.video.hdr import HdrMetadata, MasteringDisplay, parse_side_data
@@ -32,7 +32,7 @@ from srgpu.video.probe import probe
 from srgpu.video.reader import Reader
 from srgpu.video.writer import Writer
 
-FAST = EncodeOptions(preset="ultrafast")
+FAST = VideoOptions(EncodeOptions(preset="ultrafast"))
 
 
 # ---------------------------------------------------------------- helpers
@@ -285,7 +285,7 @@ def test_planes_are_exactly_the_engines(tmp_path: Path, engine2: CPUEngine, pix_
     sizes included."""
     src = make_clip(tmp_path / "src.mkv", size=size, frames=4, pix_fmt=pix_fmt)
     dst = tmp_path / "out.mkv"
-    result = upscale_video(src, dst, engine2, 2, EncodeOptions(codec="ffv1"))
+    result = upscale_video(src, dst, engine2, VideoOptions(EncodeOptions(codec="ffv1")))
     w, h = (int(v) for v in size.split("x"))
     assert result.frames == 4 and result.output_size == (2 * w, 2 * h) and result.pix_fmt == pix_fmt
     line = stream_lines(dst, "Video")[0]
@@ -304,7 +304,7 @@ def test_decoded_frame_buffers_are_recycled(tmp_path: Path, bicubic2: BicubicEng
     and reuse never changes a frame: every output frame is still the engine's output on its own
     source frame (a buffer recycled too early would mix frames)."""
     src = make_clip(tmp_path / "src.mkv", size="40x30", frames=60)
-    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    job = plan_video(src, tmp_path / "out.mkv", 2, VideoOptions(EncodeOptions(codec="ffv1")))
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
     depth = 4
     stats = run_pipeline(reader, bicubic2, job.specs, job.layout.max_value, Writer(job.plan), depth=depth)
@@ -348,7 +348,7 @@ def test_frames_are_decoded_into_the_engines_input_buffers(tmp_path: Path) -> No
     engine = _BufferTrackingEngine(random_model("9-1-5", seed=13), 2)
     src = make_clip(tmp_path / "src.mkv", size="40x30", frames=24)
     dst = tmp_path / "out.mkv"
-    result = upscale_video(src, dst, engine, 2, EncodeOptions(codec="ffv1"))
+    result = upscale_video(src, dst, engine, VideoOptions(EncodeOptions(codec="ffv1")))
     assert result.frames == len(engine.submitted) == 24
     assert all(all(in_buffer) and len(in_buffer) == 3 for in_buffer in engine.submitted)
     assert 1 <= len(engine.handed_out) <= 4 + 3  # recycled: the queue's depth plus the frames being moved
@@ -361,7 +361,7 @@ def test_the_pipeline_needs_the_frame_size_before_decoding(tmp_path: Path, bicub
     """Frames are decoded into the engine's buffers, so the format must be known up front: a reader
     without the stream header's size is refused before anything starts."""
     src = make_clip(tmp_path / "src.mkv", size="40x30", frames=2)
-    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    job = plan_video(src, tmp_path / "out.mkv", 2, VideoOptions(EncodeOptions(codec="ffv1")))
     args = {k: v for k, v in job.reader_args.items() if k != "size"}
     reader = Reader(job.src, job.stream.index, job.layout, **args)
     with pytest.raises(ValueError, match="frame size"):
@@ -375,7 +375,7 @@ def test_a_failure_while_the_pipeline_starts_leaves_no_decoder_running(tmp_path:
     (or Ctrl-C comes then), the decoder, already running, must be stopped, not left blocked on
     its full pipe."""
     src = make_clip(tmp_path / "src.mkv", size="320x240", frames=30)
-    job = plan_video(src, tmp_path / "out.mkv", 2, EncodeOptions(codec="ffv1"))
+    job = plan_video(src, tmp_path / "out.mkv", 2, VideoOptions(EncodeOptions(codec="ffv1")))
     reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args)
 
     def no_memory(*args: object, **kwargs: object) -> None:
@@ -394,7 +394,7 @@ def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
     src = make_clip(tmp_path / "full.mp4", frames=3, pix_fmt="yuvj420p", codec="libx264", out_args=("-qp", "0"))
     assert "yuvj420p(pc" in stream_lines(src, "Video")[0]
     dst = tmp_path / "full_out.mp4"
-    upscale_video(src, dst, engine2, 2, EncodeOptions(crf=0, preset="ultrafast"))
+    upscale_video(src, dst, engine2, VideoOptions(EncodeOptions(crf=0, preset="ultrafast")))
     assert "yuvj420p(pc" in stream_lines(dst, "Video")[0]
     want = expected_frames(engine2, src, "yuvj420p", 64, 48, 2)
     got = decode(dst, "yuvj420p", 128, 96)
@@ -406,7 +406,7 @@ def test_rgb_source_goes_through_yuv444(tmp_path: Path, engine2: CPUEngine) -> N
     works on luma, tagged so, and said."""
     src = make_clip(tmp_path / "rgb.mkv", frames=2, pix_fmt="bgr0")
     dst = tmp_path / "rgb_out.mkv"
-    result = upscale_video(src, dst, engine2, 2, EncodeOptions(codec="ffv1"))
+    result = upscale_video(src, dst, engine2, VideoOptions(EncodeOptions(codec="ffv1")))
     assert result.pix_fmt == "yuv444p" and any("RGB source" in n for n in result.notes)
     assert "yuv444p(tv, bt709" in stream_lines(dst, "Video")[0]
 
@@ -416,7 +416,7 @@ def test_odd_output_padded_for_x264(tmp_path: Path, engine3: CPUEngine) -> None:
     column and row, and said so. Lossless x264 (crf 0) shows the pixels are the engine's."""
     src = make_clip(tmp_path / "odd.mkv", size="33x21", frames=3)
     dst = tmp_path / "odd.mp4"
-    result = upscale_video(src, dst, engine3, 3, EncodeOptions(crf=0, preset="ultrafast"))
+    result = upscale_video(src, dst, engine3, VideoOptions(EncodeOptions(crf=0, preset="ultrafast")))
     assert result.output_size == (100, 64)
     assert any("99x63 padded to 100x64" in n for n in result.notes), result.notes
     assert "100x64" in stream_lines(dst, "Video")[0]
@@ -428,7 +428,7 @@ def test_odd_output_padded_for_x264(tmp_path: Path, engine3: CPUEngine) -> None:
         np.testing.assert_array_equal(g[0][63, :99], e[0][62])
         np.testing.assert_array_equal(g[1], e[1])  # chroma of 99x63 is already 50x32
     # where the encoder takes odd sizes (ffv1), nothing is padded
-    result = upscale_video(src, tmp_path / "odd.mkv.mkv", engine3, 3, EncodeOptions(codec="ffv1"))
+    result = upscale_video(src, tmp_path / "odd.mkv.mkv", engine3, VideoOptions(EncodeOptions(codec="ffv1")))
     assert result.output_size == (99, 63) and not any("padded" in n for n in result.notes)
 
 
@@ -439,7 +439,7 @@ def test_10bit_stays_10bit(tmp_path: Path, video_dir: Path, engine2: CPUEngine) 
     src = video_dir / "h264_10bit_200x200.mp4"
     dst = tmp_path / "ten.mp4"
     seen: list[tuple[int, int | None]] = []
-    result = upscale_video(src, dst, engine2, 2, FAST, progress=lambda n, total: seen.append((n, total)))
+    result = upscale_video(src, dst, engine2, FAST, progress=lambda n, total: seen.append((n, total)))
     line = stream_lines(dst, "Video")[0]
     assert "High 10" in line and "yuv420p10le" in line and "400x400" in line
     assert result.frames == 30 == len(frame_times(dst)) and result.pix_fmt == "yuv420p10le"
@@ -457,8 +457,8 @@ def test_10bit_stays_10bit(tmp_path: Path, video_dir: Path, engine2: CPUEngine) 
     short = tmp_path / "short.mp4"
     ff("-i", str(src), "-t", "0.2", "-c", "copy", str(short))
     dst265 = tmp_path / "ten265.mkv"
-    opts = EncodeOptions(codec="libx265", preset="ultrafast")
-    upscale_video(short, dst265, BicubicEngine(random_model("9-1-5", 1), 2), 2, opts)
+    opts = VideoOptions(EncodeOptions(codec="libx265", preset="ultrafast"))
+    upscale_video(short, dst265, BicubicEngine(random_model("9-1-5", 1), 2), opts)
     assert "Main 10" in stream_lines(dst265, "Video")[0] and "yuv420p10le" in stream_lines(dst265, "Video")[0]
 
 
@@ -467,7 +467,7 @@ def test_fire_vfr_rotation_audio(tmp_path: Path, video_dir: Path, bicubic2: Bicu
     -180 degree display matrix is kept, the AAC audio is bit-identical with the same times."""
     src = video_dir / "fire_720p_rotated180_vfr_aac.mp4"
     dst = tmp_path / "fire.mp4"
-    result = upscale_video(src, dst, bicubic2, 2, FAST)
+    result = upscale_video(src, dst, bicubic2, FAST)
     assert result.frames == 25 and result.notes == ()
     assert "2560x1440" in stream_lines(dst, "Video")[0]
     src_v, dst_v = packets(src, "v:0"), packets(dst, "v:0")
@@ -488,7 +488,7 @@ def test_nasa_streams_and_second_video(tmp_path: Path, video_dir: Path, engine2:
     src = tmp_path / "nasa_start.mp4"
     ff("-i", str(video_dir / "nasa_2video_2audio_2subs.mp4"), "-t", "0.5", "-map", "0", "-c", "copy", str(src))
     dst = tmp_path / "nasa.mp4"
-    result = upscale_video(src, dst, engine2, 2, FAST)
+    result = upscale_video(src, dst, engine2, FAST)
     assert [ln.split(": ")[1] for ln in stream_lines(dst, r"\w+")] == \
         ["Video", "Audio", "Subtitle", "Video", "Audio", "Subtitle"]
     videos = stream_lines(dst, "Video")
@@ -501,33 +501,34 @@ def test_nasa_streams_and_second_video(tmp_path: Path, video_dir: Path, engine2:
     assert all("(eng)" in ln for ln in stream_lines(dst, r"\w+"))  # languages kept
     # into Matroska the mov_text subtitles become SubRip (said), everything else is copied
     mkv_out = tmp_path / "nasa.mkv"
-    result = upscale_video(src, mkv_out, BicubicEngine(random_model("9-1-5", 2), 2), 2, FAST)
+    result = upscale_video(src, mkv_out, BicubicEngine(random_model("9-1-5", 2), 2), FAST)
     assert [ln.split(": ")[2].split()[0].rstrip(",") for ln in stream_lines(mkv_out, "Subtitle")] == \
         ["subrip", "subrip"]
     assert sum("converted to srt" in n for n in result.notes) == 2
     assert packets(mkv_out, "a:1")[0][2:] == packets(src, "a:1")[0][2:]
     # the other video stream can be chosen instead; the first is then the one copied
     second = tmp_path / "second.mp4"
-    result = upscale_video(src, second, BicubicEngine(random_model("9-1-5", 2), 2), 2, FAST, video_stream=1)
+    result = upscale_video(src, second, BicubicEngine(random_model("9-1-5", 2), 2),
+                           VideoOptions(FAST.encode, video_stream=1))
     videos = stream_lines(second, "Video")
     assert "320x180" in videos[0] and "960x540" in videos[1] and any("#0" in n for n in result.notes)
     assert frame_times(second, "3") == frame_times(src, "3") and packets(second, "0") == packets(src, "0")
     with pytest.raises(VideoError, match="no video stream 2"):
-        upscale_video(src, tmp_path / "x.mp4", engine2, 2, FAST, video_stream=2)
+        upscale_video(src, tmp_path / "x.mp4", engine2, VideoOptions(FAST.encode, video_stream=2))
 
 
 def test_alpha_kept_where_the_codec_can(tmp_path: Path, video_dir: Path, bicubic2: BicubicEngine) -> None:
     src = tmp_path / "alpha.webm"
     ff("-i", str(video_dir / "transparent_vp9.webm"), "-t", "0.2", "-map", "0", "-c", "copy", str(src))
     dst = tmp_path / "alpha.mkv"
-    result = upscale_video(src, dst, bicubic2, 2, EncodeOptions(codec="ffv1"))
+    result = upscale_video(src, dst, bicubic2, VideoOptions(EncodeOptions(codec="ffv1")))
     assert result.pix_fmt == "yuva420p" and "yuva420p" in stream_lines(dst, "Video")[0]
     want = expected_frames(bicubic2, src, "yuva420p", 200, 200, 2, decoder="libvpx-vp9")
     got = decode(dst, "yuva420p", 400, 400)
     assert len(got) == len(want) == result.frames
     np.testing.assert_array_equal(got[-1][3], want[-1][3])  # the alpha plane
     assert got[-1][3].min() < 128 < got[-1][3].max()
-    result = upscale_video(src, tmp_path / "noalpha.mp4", bicubic2, 2, FAST)
+    result = upscale_video(src, tmp_path / "noalpha.mp4", bicubic2, FAST)
     assert any("alpha channel left out" in n for n in result.notes)
     assert any("vorbis" in n and "re-encoded to aac" in n for n in result.notes)
     assert "aac" in stream_lines(tmp_path / "noalpha.mp4", "Audio")[0]
@@ -535,7 +536,7 @@ def test_alpha_kept_where_the_codec_can(tmp_path: Path, video_dir: Path, bicubic
 
 def test_large_clip_plans_without_decoding(video_dir: Path, tmp_path: Path) -> None:
     job = plan_video(video_dir / "smpte_1080p25_h264_aac.mp4", tmp_path / "4k.mp4", 2,
-                     EncodeOptions(codec="libx265"))
+                     VideoOptions(EncodeOptions(codec="libx265")))
     assert job.plan.out_size == (3840, 2160) and job.pix_fmt == "yuv420p"
     assert "setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv" in job.plan.video_filters
     assert [s.codec for s in job.plan.streams] == ["libx265", "copy"]
@@ -552,7 +553,7 @@ def test_synthetic_vfr_timestamps_exact(tmp_path: Path, engine2: CPUEngine) -> N
     times = frame_times(src)
     assert len({b - a for a, b in zip(times, times[1:])}) > 5  # really variable
     dst = tmp_path / "vfr_out.mp4"
-    upscale_video(src, dst, engine2, 2, FAST)
+    upscale_video(src, dst, engine2, FAST)
     assert frame_times(dst) == times
     assert packets(dst, "a:0") == packets(src, "a:0")
 
@@ -566,13 +567,13 @@ def test_transport_stream_start_time_handled_like_ffmpeg(tmp_path: Path, engine2
     ff("-i", str(base), "-c", "copy", "-f", "mpegts", str(src))
     if subprocess.run([ffmpeg_exe(), "-i", str(src)], capture_output=True).returncode < 0:
         with pytest.raises(VideoError, match=r"crashed \(SIGSEGV\).*cannot read this file"):
-            upscale_video(src, tmp_path / "x.mp4", engine2, 2, FAST)
+            upscale_video(src, tmp_path / "x.mp4", engine2, FAST)
         pytest.skip("this ffmpeg build crashes on MPEG-TS input (the static 7.0.2 of imageio-ffmpeg 0.6.0)")
     assert re.search(r"start: 1\.4", dump(src))
     ref = tmp_path / "ref.mp4"
     ff("-i", str(src), "-c", "copy", str(ref))
     dst = tmp_path / "ts_out.mp4"
-    upscale_video(src, dst, engine2, 2, FAST)
+    upscale_video(src, dst, engine2, FAST)
     assert frame_times(dst) == frame_times(ref) and packets(dst, "a:0") == packets(ref, "a:0")
     assert abs(duration(dst) - duration(ref)) < 0.04
 
@@ -585,7 +586,7 @@ def test_rotation_90_and_colour_tags_kept(tmp_path: Path, engine2: CPUEngine) ->
     ff("-display_rotation", "90", "-i", str(plain), "-c", "copy", str(src))
     assert rotation(src) in (90.0, -90.0)
     dst = tmp_path / "rot_out.mp4"
-    upscale_video(src, dst, engine2, 2, FAST)
+    upscale_video(src, dst, engine2, FAST)
     assert rotation(dst) == rotation(src)
     line = stream_lines(dst, "Video")[0]
     assert "pc, bt2020nc/bt2020/smpte2084" in line and "128x96" in line  # stored size, not rotated
@@ -611,7 +612,7 @@ def test_hdr_static_metadata_kept(tmp_path: Path, bicubic2: BicubicEngine, codec
     assert want is not None and want.max_cll == 1000 and want.max_fall == 400
     assert want.mastering is not None and want.mastering.max_luminance == 1000.0
     dst = tmp_path / f"out{container}"
-    result = upscale_video(src, dst, bicubic2, 2, EncodeOptions(codec=codec))
+    result = upscale_video(src, dst, bicubic2, VideoOptions(EncodeOptions(codec=codec)))
     assert first_frame_side_data(dst) == want
     assert "bt2020nc/bt2020/smpte2084" in stream_lines(dst, "Video")[0]
     assert not any("banding" in n for n in result.notes)  # 10 bits in, 10 bits out
@@ -621,7 +622,7 @@ def test_hdr_into_8_bits_is_noted(tmp_path: Path, bicubic2: BicubicEngine) -> No
     src = make_clip(tmp_path / "pq.mkv", frames=2, codec="libx265", pix_fmt="yuv420p10le",
                     vf="setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc",
                     out_args=("-x265-params", "log-level=error"))
-    result = upscale_video(src, tmp_path / "out.mkv", bicubic2, 2, EncodeOptions(pix_fmt="yuv420p"))
+    result = upscale_video(src, tmp_path / "out.mkv", bicubic2, VideoOptions(EncodeOptions(pix_fmt="yuv420p")))
     assert any("HDR (smpte2084) video reduced from 10 to 8 bits" in n for n in result.notes)
 
 
@@ -648,7 +649,7 @@ def test_chapters_and_metadata_kept(tmp_path: Path, engine2: CPUEngine) -> None:
     ff("-i", str(clip), "-i", str(meta), "-map", "0", "-map_metadata", "1", "-map_chapters", "1",
        "-c", "copy", str(src))
     for dst in (tmp_path / "out.mp4", tmp_path / "out.mkv"):
-        upscale_video(src, dst, engine2, 2, FAST)
+        upscale_video(src, dst, engine2, FAST)
         text = dump(dst)
         assert len(re.findall(r"Chapter #0:\d+", text)) == 2 and "second" in text, text
         assert re.search(r"title\s*: Upscale me", text) and "srgpu tests" in text
@@ -661,12 +662,12 @@ def test_attachments_copied_where_the_container_holds_them(tmp_path: Path, engin
     ff("-f", "lavfi", "-i", "testsrc2=size=64x48", "-frames:v", "3", "-c:v", "ffv1", "-attach", str(font),
        "-metadata:s:t", "mimetype=application/x-truetype-font", str(src))
     dst = tmp_path / "att_out.mkv"
-    upscale_video(src, dst, engine2, 2, FAST)
+    upscale_video(src, dst, engine2, FAST)
     dumped = tmp_path / "dumped.ttf"
     subprocess.run([ffmpeg_exe(), "-v", "error", "-dump_attachment:t:0", str(dumped), "-i", str(dst), "-f",
                     "null", "-"], capture_output=True)
     assert dumped.read_bytes() == font.read_bytes() and "font.ttf" in dump(dst)
-    result = upscale_video(src, tmp_path / "att_out.mp4", engine2, 2, FAST)
+    result = upscale_video(src, tmp_path / "att_out.mp4", engine2, FAST)
     assert any("attachment" in n and "left out" in n for n in result.notes)
 
 
@@ -679,7 +680,7 @@ def test_backward_timestamps_of_a_broken_file_are_repaired(tmp_path: Path, engin
     times = [p[0] for p in packets(src, "v:0")]
     assert any(b <= a for a, b in zip(times, times[1:]))
     dst = tmp_path / "fixed.mp4"
-    result = upscale_video(src, dst, engine2, 2, FAST)
+    result = upscale_video(src, dst, engine2, FAST)
     assert result.frames == 12 == len(frame_times(dst))
     assert any("went backwards" in n for n in result.notes)
 
@@ -690,9 +691,9 @@ def test_backward_timestamps_of_a_broken_file_are_repaired(tmp_path: Path, engin
 def test_encoder_options_reach_the_encoder(tmp_path: Path, engine2: CPUEngine) -> None:
     src = make_clip(tmp_path / "s.mkv", frames=3)
     dst = tmp_path / "opts.mkv"
-    result = upscale_video(src, dst, engine2, 2, EncodeOptions(codec="libx264", crf=30, preset="veryfast",
+    result = upscale_video(src, dst, engine2, VideoOptions(EncodeOptions(codec="libx264", crf=30, preset="veryfast",
                                                                pix_fmt="yuv444p",
-                                                               extra_args=("-tune", "grain")))
+                                                               extra_args=("-tune", "grain"))))
     line = stream_lines(dst, "Video")[0]
     assert "High 4:4:4" in line and "yuv444p" in line and result.pix_fmt == "yuv444p"
     sei = dst.read_bytes()  # x264 writes its settings into the stream (an SEI)
@@ -705,8 +706,8 @@ def test_encoder_options_reach_the_encoder(tmp_path: Path, engine2: CPUEngine) -
 def test_other_codecs(tmp_path: Path, engine2: CPUEngine, codec: str, container: str, marker: str) -> None:
     src = make_clip(tmp_path / "s.mkv", frames=2, audio="libvorbis")
     dst = tmp_path / f"o{container}"
-    opts = EncodeOptions(codec=codec, preset="ultrafast" if codec == "libx265" else None)
-    result = upscale_video(src, dst, engine2, 2, opts)
+    opts = VideoOptions(EncodeOptions(codec=codec, preset="ultrafast" if codec == "libx265" else None))
+    result = upscale_video(src, dst, engine2, opts)
     line = stream_lines(dst, "Video")[0]
     assert marker in line and "128x96" in line and result.frames == 2
     if codec == "prores_ks":  # ProRes is 4:2:2 10-bit: the nearest format that loses nothing
@@ -731,7 +732,7 @@ def expect_error(tmp_path: Path, src: Path, dst: Path, engine: CPUEngine, match:
     """upscale_video fails with a one-line VideoError matching ``match``, leaving no output (or
     the existing file untouched: ``keeps``), no temporary file and no ffmpeg process."""
     with pytest.raises(VideoError, match=match) as err:
-        upscale_video(src, dst, engine, 2, **kw)  # type: ignore[arg-type]
+        upscale_video(src, dst, engine, **kw)  # type: ignore[arg-type]
     assert "\n" not in str(err.value)
     assert keeps or not dst.exists()
     assert leftovers(tmp_path) == []
@@ -757,7 +758,7 @@ def test_truncated_file(tmp_path: Path, engine2: CPUEngine) -> None:
                  r"decoding failed after \d+ frames \([\d.]+ s of 2\.000 s\).*(partial file|ends early)")
     # the message names where the decodable video ends, whatever the decoder's timing
     with pytest.raises(VideoError) as err:
-        upscale_video(cut, tmp_path / "o.mp4", engine2, 2)
+        upscale_video(cut, tmp_path / "o.mp4", engine2)
     frames = int(re.search(r"after (\d+) frames", str(err.value)).group(1))  # type: ignore[union-attr]
     assert frames == len(decode(cut, "yuv420p", 64, 48))
 
@@ -820,7 +821,7 @@ def test_output_is_input_or_exists(tmp_path: Path, tiny: Path, engine2: CPUEngin
     exists.write_bytes(b"keep me")
     expect_error(tmp_path, tiny, exists, engine2, r"exists \(use --overwrite", keeps=True)
     assert exists.read_bytes() == b"keep me"
-    upscale_video(tiny, exists, engine2, 2, FAST, overwrite=True)
+    upscale_video(tiny, exists, engine2, FAST, overwrite=True)
     assert "128x96" in stream_lines(exists, "Video")[0]
     expect_error(tmp_path, tiny, tmp_path / "no" / "dir.mp4", engine2, "output directory does not exist")
 
@@ -828,22 +829,22 @@ def test_output_is_input_or_exists(tmp_path: Path, tiny: Path, engine2: CPUEngin
 def test_bad_codec_choices(tmp_path: Path, tiny: Path, engine2: CPUEngine) -> None:
     o = tmp_path / "o.mp4"
     expect_error(tmp_path, tiny, o, engine2, "unknown video codec 'nosuchcodec'",
-                 options=EncodeOptions(codec="nosuchcodec"))
-    expect_error(tmp_path, tiny, o, engine2, "audio encoder", options=EncodeOptions(codec="aac"))
+                 options=VideoOptions(EncodeOptions(codec="nosuchcodec")))
+    expect_error(tmp_path, tiny, o, engine2, "audio encoder", options=VideoOptions(EncodeOptions(codec="aac")))
     expect_error(tmp_path, tiny, tmp_path / "o.webm", engine2, r"\.webm file cannot hold libx264",
-                 options=EncodeOptions(codec="libx264"))
+                 options=VideoOptions(EncodeOptions(codec="libx264")))
     expect_error(tmp_path, tiny, tmp_path / "o.mp4", engine2, r"\.mp4 file cannot hold prores_ks",
-                 options=EncodeOptions(codec="prores_ks"))
+                 options=VideoOptions(EncodeOptions(codec="prores_ks")))
     expect_error(tmp_path, tiny, tmp_path / "o.avi", engine2, "unsupported output container '.avi'")
     expect_error(tmp_path, tiny, tmp_path / "o.mkv", engine2, "--crf does not apply to ffv1",
-                 options=EncodeOptions(codec="ffv1", crf=10))
+                 options=VideoOptions(EncodeOptions(codec="ffv1", crf=10)))
     expect_error(tmp_path, tiny, o, engine2, "cannot encode pixel format 'rgb24'",
-                 options=EncodeOptions(pix_fmt="rgb24"))
+                 options=VideoOptions(EncodeOptions(pix_fmt="rgb24")))
 
 
 def test_encoder_failure_reports_ffmpeg(tmp_path: Path, tiny: Path, engine2: CPUEngine) -> None:
     expect_error(tmp_path, tiny, tmp_path / "o.mp4", engine2, r"encoder.*(preset|nosuchpreset)",
-                 options=EncodeOptions(preset="nosuchpreset"))
+                 options=VideoOptions(EncodeOptions(preset="nosuchpreset")))
 
 
 class FailingEngine(CPUEngine):
@@ -864,7 +865,7 @@ def test_engine_error_stops_everything(tmp_path: Path) -> None:
     engine = FailingEngine(random_model("9-1-5", 3), 2, fail_at=5)
     dst = tmp_path / "o.mp4"
     with pytest.raises(RuntimeError, match="exploded on purpose"):
-        upscale_video(src, dst, engine, 2, FAST)
+        upscale_video(src, dst, engine, FAST)
     assert engine.calls == 5  # stopped at once: nothing processed after the failure
     assert not dst.exists() and leftovers(tmp_path) == [] and ffmpeg_children() == []
 
@@ -881,7 +882,7 @@ def test_ctrl_c_stops_everything(tmp_path: Path, engine2: CPUEngine) -> None:
             os.kill(os.getpid(), signal.SIGINT)
 
     with pytest.raises(KeyboardInterrupt):
-        upscale_video(src, dst, engine2, 2, FAST, progress=interrupt)
+        upscale_video(src, dst, engine2, FAST, progress=interrupt)
     assert not dst.exists() and leftovers(tmp_path) == [] and ffmpeg_children() == []
 
 

@@ -17,7 +17,7 @@ from srgpu import images
 from srgpu.cli import app
 from srgpu.model import random_model
 from srgpu.video import ffmpeg
-from srgpu.video.api import EncodeOptions, VideoError, plan_video, upscale_video
+from srgpu.video.api import EncodeOptions, VideoError, VideoOptions, plan_video, upscale_video
 from srgpu.video.ffmpeg import ffmpeg_exe
 
 
@@ -78,8 +78,8 @@ def test_planar_rgb_sources_keep_their_colours(tmp_path: Path, bicubic: BicubicE
     assert "gbrp" in stream_lines(src, "Video")[0]
     dst = tmp_path / f"out{suffix}"
     crf = 0 if codec == "libx264" else None  # lossless: what is measured is the conversion
-    result = upscale_video(src, dst, bicubic, 2, EncodeOptions(codec=codec, crf=crf, preset="ultrafast"
-                                                                if codec == "libx264" else None))
+    result = upscale_video(src, dst, bicubic, VideoOptions(EncodeOptions(codec=codec, crf=crf, preset="ultrafast"
+                                                                if codec == "libx264" else None)))
     assert result.pix_fmt == want, result.notes
     assert any(n.startswith(f"RGB source ({src_fmt.replace('rgb24', 'gbrp')})") for n in result.notes), result.notes
     assert f"{want}(tv, bt709" in stream_lines(dst, "Video")[0]
@@ -96,7 +96,7 @@ def test_12bit_sources_keep_the_most_depth_the_encoder_takes(tmp_path: Path, bic
     """A 12-bit source into libx264 (10 bits at most) is encoded in 10 bits, not 8, and a note
     says what was lost; ffv1 and libx265 keep all 12."""
     src = make_clip(tmp_path / "twelve.mkv", frames=3, pix_fmt="yuv420p12le", codec="ffv1")
-    x264 = upscale_video(src, tmp_path / "x264.mp4", bicubic, 2, EncodeOptions(preset="ultrafast"))
+    x264 = upscale_video(src, tmp_path / "x264.mp4", bicubic, VideoOptions(EncodeOptions(preset="ultrafast")))
     assert x264.pix_fmt == "yuv420p10le"
     assert any("12 bits reduced to 10" in n and "libx264" in n for n in x264.notes), x264.notes
     line = stream_lines(tmp_path / "x264.mp4", "Video")[0]
@@ -105,8 +105,8 @@ def test_12bit_sources_keep_the_most_depth_the_encoder_takes(tmp_path: Path, bic
     assert len(np.unique(y & 3)) == 4  # the two low bits carry information
     for codec, marker in (("ffv1", "ffv1"), ("libx265", "hevc")):
         dst = tmp_path / f"{codec}.mkv"
-        result = upscale_video(src, dst, bicubic, 2, EncodeOptions(codec=codec, preset="ultrafast"
-                                                                   if codec == "libx265" else None))
+        result = upscale_video(src, dst, bicubic, VideoOptions(EncodeOptions(codec=codec, preset="ultrafast"
+                                                                   if codec == "libx265" else None)))
         assert result.pix_fmt == "yuv420p12le" and not any("bits" in n for n in result.notes), result.notes
         assert marker in stream_lines(dst, "Video")[0] and "yuv420p12le" in stream_lines(dst, "Video")[0]
 
@@ -154,7 +154,7 @@ def test_concealed_damage_is_named_in_a_note(tmp_path: Path, bicubic: BicubicEng
     """Every frame is upscaled; one note counts the damaged frames and names the first three,
     exactly (the decoder runs frames ahead of what showinfo reports: the position is not guessed)."""
     clip = damaged_clip(tmp_path, lose=(3, 5, 7, 10))
-    result = upscale_video(clip, tmp_path / "out.mkv", bicubic, 2, EncodeOptions(codec="ffv1"))
+    result = upscale_video(clip, tmp_path / "out.mkv", bicubic, VideoOptions(EncodeOptions(codec="ffv1")))
     assert result.frames == 12
     notes = [n for n in result.notes if "concealed" in n]
     assert notes == ["4 frame(s) with damaged data that the decoder concealed: frame 3 (0.120 s), frame 5 "
@@ -166,14 +166,14 @@ def test_strict_refuses_concealed_damage(tmp_path: Path, bicubic: BicubicEngine)
     dst = tmp_path / "out.mkv"
     with pytest.raises(VideoError, match=r"damaged data in frame 3 \(0\.120 s\), concealed by the decoder: "
                                          r"refused in strict mode") as err:
-        upscale_video(clip, dst, bicubic, 2, EncodeOptions(codec="ffv1"), strict=True)
+        upscale_video(clip, dst, bicubic, VideoOptions(EncodeOptions(codec="ffv1"), strict=True))
     assert "\n" not in str(err.value)
     no_leftovers(tmp_path, dst)
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
-        plan_video(clip, dst, 2, EncodeOptions(codec="ffv1"), strict=True, hwdec="nvdec")
+        plan_video(clip, dst, 2, VideoOptions(EncodeOptions(codec="ffv1"), strict=True, hwdec="nvdec"))
     # a clean source passes in strict mode
     clean = make_clip(tmp_path / "clean.mkv", frames=3)
-    assert upscale_video(clean, dst, bicubic, 2, EncodeOptions(codec="ffv1"), strict=True).frames == 3
+    assert upscale_video(clean, dst, bicubic, VideoOptions(EncodeOptions(codec="ffv1"), strict=True)).frames == 3
 
 
 def test_cli_strict(tmp_path: Path, random_npz: Path) -> None:
@@ -211,18 +211,19 @@ def test_bad_encoder_settings_fail_before_any_frame(tmp_path: Path, bicubic: Bic
     src = make_clip(tmp_path / "s.mkv", frames=3, pix_fmt="yuv444p")
     dst = tmp_path / f"o{suffix}"
     with pytest.raises(VideoError, match=words) as err:
-        plan_video(src, dst, 2, options)
+        plan_video(src, dst, 2, VideoOptions(options))
     assert "\n" not in str(err.value)
     frames: list[int] = []
     with pytest.raises(VideoError, match=words):
-        upscale_video(src, dst, bicubic, 2, options, progress=lambda n, _t: frames.append(n))
+        upscale_video(src, dst, bicubic, VideoOptions(options), progress=lambda n, _t: frames.append(n))
     assert frames == []
     no_leftovers(tmp_path, dst)
 
 
 def test_good_encoder_settings_are_tried_once(tmp_path: Path) -> None:
     src = make_clip(tmp_path / "s.mkv", frames=2)
-    options = EncodeOptions(preset="veryfast", crf=23, extra_args=("-tune", "film", "-x264-params", "keyint=50"))
+    options = VideoOptions(EncodeOptions(preset="veryfast", crf=23,
+                                         extra_args=("-tune", "film", "-x264-params", "keyint=50")))
     ffmpeg.check_encoder.cache_clear()
     t0 = time.perf_counter()
     plan_video(src, tmp_path / "o.mp4", 2, options)
@@ -237,14 +238,14 @@ def test_good_encoder_settings_are_tried_once(tmp_path: Path) -> None:
 
 def test_webm_default_codec_follows_the_container(tmp_path: Path, bicubic: BicubicEngine) -> None:
     src = make_clip(tmp_path / "s.mp4", frames=4, codec="libx264", audio="aac")
-    result = upscale_video(src, tmp_path / "o.webm", bicubic, 2)
+    result = upscale_video(src, tmp_path / "o.webm", bicubic)
     assert result.codec == "libvpx-vp9" and "vp9" in stream_lines(tmp_path / "o.webm", "Video")[0]
-    assert upscale_video(src, tmp_path / "o.mp4", bicubic, 2).codec == "libx264"
+    assert upscale_video(src, tmp_path / "o.mp4", bicubic).codec == "libx264"
     with pytest.raises(VideoError, match=r"a \.webm file cannot hold libx264"):
-        plan_video(src, tmp_path / "x.webm", 2, EncodeOptions(codec="libx264"))
+        plan_video(src, tmp_path / "x.webm", 2, VideoOptions(EncodeOptions(codec="libx264")))
     # the batch library and its done line name the codec that was chosen
     plan = images.plan_batch(src, tmp_path / "batch.webm")
-    batch = images.run_batch(plan, bicubic, 2, images.VideoSettings())
+    batch = images.run_batch(plan, bicubic, VideoOptions())
     assert batch.exit_code == 0 and "libvpx-vp9" in batch.done[0].message
 
 

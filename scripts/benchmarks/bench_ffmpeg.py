@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from srgpu.engine import GPUOptions, create_engine  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
-from srgpu.video.api import EncodeOptions, upscale_video  # noqa: E402
+from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
 from srgpu.video.probe import probe  # noqa: E402
 
@@ -113,8 +113,9 @@ def main() -> None:
                                       "-preset", preset, "-crf", str(args.crf), "-c:a", "copy",
                                       str(tmpdir / f"plain_{preset}.mkv")))
                 t0 = time.perf_counter()
-                result = upscale_video(src, tmpdir / f"srgpu_{preset}.mkv", engine, args.scale,
-                                       EncodeOptions(crf=args.crf, preset=preset), overwrite=True, hwdec=hwdec)
+                result = upscale_video(src, tmpdir / f"srgpu_{preset}.mkv", engine,
+                                       VideoOptions(EncodeOptions(crf=args.crf, preset=preset), hwdec=hwdec),
+                                       overwrite=True)
                 ours_s.append(time.perf_counter() - t0)
                 assert result.frames == frames, (result.frames, frames)
             ratios = [p / o for p, o in zip(plain_s, ours_s)]

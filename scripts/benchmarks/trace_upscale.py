@@ -113,8 +113,9 @@ def main() -> None:
                 plain = time.perf_counter() - t0
                 marks.clear()
                 origin[0] = time.perf_counter()
-                result = api.upscale_video(src, tmpdir / "out.mkv", engine, 2,
-                                           api.EncodeOptions(crf=18, preset=args.preset), overwrite=True, hwdec=hwdec)
+                result = api.upscale_video(src, tmpdir / "out.mkv", engine,
+                                           api.VideoOptions(api.EncodeOptions(crf=18, preset=args.preset), hwdec=hwdec),
+                                           overwrite=True)
                 total = time.perf_counter() - origin[0]
                 steady = (result.frames - 1) / (marks["last write"] - marks["first write"])
                 print(f"{args.preset} hwdec={hwdec} decoder={result.decoder}: plain {plain:.3f} s ({n / plain:.1f} fps), "

@@ -1,4 +1,4 @@
-"""Video upscaling, the public API: ``upscale_video(src, dst, engine, scale, options)``.
+"""Video upscaling, the public API: ``upscale_video(src, dst, engine, options)``.
 
 The output is the source in every respect but resolution: the first default video stream is
 decoded in its own planar YUV family (8/10/12/16 bits), its luma goes through SRCNN and its
@@ -25,13 +25,14 @@ from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
 from .handover import HandoverReader, TakeoverMismatch
 from .hwdecode import choose_decoder
+from .options import EncodeOptions, VideoOptions
 from .pipeline import run_pipeline
 from .probe import MediaInfo, StreamInfo, container_duration, probe
 from .reader import Reader, frame_at
 from .writer import EncodePlan, OutputStream, Writer
 
-__all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoResult", "decoding_for",
-           "is_video_file", "open_reader", "output_extension", "plan_video", "upscale_video"]
+__all__ = ["VIDEO_EXTENSIONS", "EncodeOptions", "VideoError", "VideoJob", "VideoOptions", "VideoResult",
+           "engine_gpu", "is_video_file", "open_reader", "output_extension", "plan_video", "upscale_video"]
 
 VIDEO_EXTENSIONS = frozenset({
     ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".flv", ".f4v", ".wmv", ".asf", ".mpg", ".mpeg",
@@ -59,22 +60,6 @@ def output_extension(src: str | os.PathLike) -> str:
     where srgpu can write that container, else .mkv (Matroska holds every stream it could have)."""
     suffix = Path(src).suffix.lower()
     return suffix if suffix in containers.CONTAINERS and suffix != ".mka" else ".mkv"
-
-
-@dataclass(frozen=True)
-class EncodeOptions:
-    """Encoder settings. ``codec`` None: follows the output container (libx264 for .mp4, .mov
-    and .mkv; libvpx-vp9 for .webm, else libsvtav1 or libaom-av1, whichever this ffmpeg has);
-    ``crf`` None: the codec's srgpu default (libx264 18, libx265 20, libsvtav1 30, libvpx-vp9 31);
-    ``pix_fmt`` None: the source's own format where the encoder has it, else the nearest (as many
-    bits as it takes); ``extra_args``: passed to ffmpeg as they are, after srgpu's own output
-    options. All of them are tried on a one-frame encode before any frame is decoded."""
-
-    codec: str | None = None
-    crf: int | None = None
-    preset: str | None = None
-    pix_fmt: str | None = None
-    extra_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,24 +120,16 @@ def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:
     return job.decoder
 
 
-def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine, scale: int,
-                  options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-                  progress: Callable[[int, int | None], None] | None = None,
-                  video_stream: int | None = None, hwdec: str = "no", strict: bool = False) -> VideoResult:
-    """Upscale ``src`` into ``dst`` (written under a temporary name in dst's folder and renamed
-    when complete). ``progress(frames_done_increment, total_or_None)`` is called from a worker
-    thread after each frame is handed to the encoder. Raises VideoError (one line) for bad input
-    or any failing stage; KeyboardInterrupt passes through after cleaning up. ``video_stream``:
-    which video stream to upscale (0-based among the video streams, cover art excluded); by
-    default the first one marked default, else the first. ``hwdec``: decode the source on NVDEC
-    ("nvdec"), never ("no"), or "auto": with a GPU engine, the software decoder starts and NVDEC
-    takes over once it has given the same frames (srgpu.video.handover). ``strict``: damaged data
-    that the decoder concealed is an error (nothing is written) instead of a note naming the frames."""
-    engine_scale = getattr(engine, "scale", scale)
-    if engine_scale != scale:
-        raise VideoError(f"the engine upscales x{engine_scale}, not x{scale}")
-    job = plan_video(src, dst, scale, options, overwrite=overwrite, video_stream=video_stream,
-                     strict=strict, **decoding_for(engine, hwdec))
+def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine,
+                  options: VideoOptions = VideoOptions(), overwrite: bool = False,
+                  progress: Callable[[int, int | None], None] | None = None) -> VideoResult:
+    """Upscale ``src`` into ``dst`` by the engine's scale (written under a temporary name in dst's
+    folder and renamed when complete), as ``options`` say (VideoOptions: the encoder's settings,
+    the stream, NVDEC, strictness; with "auto" NVDEC takes over from the software decoder where it
+    can, srgpu.video.handover). ``progress(frames_done_increment, total_or_None)`` is called from a
+    worker thread after each frame is handed to the encoder. Raises VideoError (one line) for bad
+    input or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    job = plan_video(src, dst, engine.scale, options, overwrite=overwrite, gpu=engine_gpu(engine))
     outputs.remove_stale_temps(job.dst)  # what a killed srgpu left for this output
     counted = _Counted(progress)
     try:
@@ -237,33 +214,34 @@ def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[
             "(strict mode refuses such a source)",)
 
 
-def decoding_for(engine: Engine, hwdec: str) -> dict:
-    """plan_video's ``hwdec`` and ``gpu`` for frames that go to ``engine``: "auto" means NVDEC
-    only on a GPU engine (a CPU engine keeps the GPU out of it), on the engine's own GPU."""
-    gpu = getattr(engine, "device_index", None) if getattr(engine, "name", None) == "cuda" else None
-    return {"hwdec": "no" if hwdec == "auto" and gpu is None else hwdec, "gpu": gpu or 0}
+def engine_gpu(engine: Engine) -> int | None:
+    """The CUDA device of a GPU engine, None for any other (plan_video's ``gpu``)."""
+    return getattr(engine, "device_index", None) if getattr(engine, "name", None) == "cuda" else None
 
 
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
-               options: EncodeOptions = EncodeOptions(), overwrite: bool = False,
-               video_stream: int | None = None, hwdec: str = "no", gpu: int = 0,
-               strict: bool = False) -> VideoJob:
-    """Check the paths and options, probe the source and decide everything; VideoError for
-    anything that cannot work, before any work is done (the encoder settings are tried on one
-    small frame). ``hwdec`` and ``gpu``: whether and on which CUDA device NVDEC may decode the
-    source (srgpu.video.hwdecode.choose_decoder). ``strict``: a frame whose damaged data the
-    decoder concealed is an error instead of a note; it decodes on the CPU, as NVDEC conceals
-    damage without saying so."""
+               options: VideoOptions = VideoOptions(), overwrite: bool = False,
+               gpu: int | None = None) -> VideoJob:
+    """Check the paths and options, probe the source and decide everything for an upscale by
+    ``scale``; VideoError for anything that cannot work, before any work is done (the encoder
+    settings are tried on one small frame). ``gpu``: the CUDA device of the engine the frames go
+    to, None for a CPU engine: hwdec "auto" uses NVDEC only with a GPU engine (a CPU engine keeps
+    the GPU out of it), on its device; "nvdec" uses ``gpu`` or device 0
+    (srgpu.video.hwdecode.choose_decoder). ``strict``: a frame whose damaged data the decoder
+    concealed is an error instead of a note; it decodes on the CPU, as NVDEC conceals damage
+    without saying so."""
     src, dst = Path(src), Path(dst)
+    encoder, strict, video_stream = options.encode, options.strict, options.video_stream
+    hwdec = "no" if options.hwdec == "auto" and gpu is None else options.hwdec  # "auto" needs a GPU engine
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
-    if options.codec is None:  # the codec follows the container; decided here, once
+    if encoder.codec is None:  # the codec follows the container; decided here, once
         codec = containers.default_video_codec(container, dst.suffix, ffmpeg.video_codecs("encoders"))
-        options = replace(options, codec=codec)
-    assert options.codec is not None
-    supported = ffmpeg.encoder_pix_fmts(options.codec)  # VideoError for an unknown codec
-    containers.check_video_codec(container, dst.suffix, options.codec)
-    _check_crf(options)
+        encoder = replace(encoder, codec=codec)
+    assert encoder.codec is not None
+    supported = ffmpeg.encoder_pix_fmts(encoder.codec)  # VideoError for an unknown codec
+    containers.check_video_codec(container, dst.suffix, encoder.codec)
+    _check_crf(encoder)
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
     if strict and hwdec == "nvdec":
@@ -285,12 +263,12 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
     wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
     alpha_ok = any(LAYOUTS.get(f) is not None and LAYOUTS[f].alpha for f in supported)
-    if options.pix_fmt:
-        alpha_ok = options.pix_fmt in LAYOUTS and LAYOUTS[options.pix_fmt].alpha
+    if encoder.pix_fmt:
+        alpha_ok = encoder.pix_fmt in LAYOUTS and LAYOUTS[encoder.pix_fmt].alpha
     decoder = _ALPHA_DECODERS[stream.codec] if wants_alpha and alpha_ok else None
     if wants_alpha and not alpha_ok:
-        notes.append(f"alpha channel left out: {options.codec}"
-                     f"{' with ' + options.pix_fmt if options.pix_fmt else ''} cannot store it "
+        notes.append(f"alpha channel left out: {encoder.codec}"
+                     f"{' with ' + encoder.pix_fmt if encoder.pix_fmt else ''} cannot store it "
                      "(ffv1 and prores_ks can)")
     pix_fmt_in = ("yuva420p" if decoder else stream.pix_fmt) or "yuv420p"
     fmt = source_format(pix_fmt_in, keep_alpha=bool(decoder))
@@ -300,25 +278,25 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     pipe_pix_fmt = pix_fmt_in if (pix_fmt_in.startswith("yuvj") and not fmt.note) else layout.name
     vf_extra = f"scale=out_color_matrix=bt709:out_range=tv,format={layout.name}" if fmt.rgb else None
 
-    if options.pix_fmt:
-        if supported and options.pix_fmt not in supported:
-            raise VideoError(f"{options.codec} cannot encode pixel format {options.pix_fmt!r} "
+    if encoder.pix_fmt:
+        if supported and encoder.pix_fmt not in supported:
+            raise VideoError(f"{encoder.codec} cannot encode pixel format {encoder.pix_fmt!r} "
                              f"(it takes: {' '.join(supported)})")
-        enc_pix_fmt = options.pix_fmt
+        enc_pix_fmt = encoder.pix_fmt
     else:
-        enc_pix_fmt, note = choose_encoder_format(layout, supported, options.codec)
+        enc_pix_fmt, note = choose_encoder_format(layout, supported, encoder.codec)
         if note:
             notes.append(note)
     enc_layout = source_format(enc_pix_fmt).layout
     # every encoder setting (srgpu's and the user's), tried on one small frame: a bad one fails
     # now with ffmpeg's words, not after the first frames were upscaled
-    video_options = _video_options(options, container)
-    ffmpeg.check_encoder(options.codec, (*_flat((("-pix_fmt", enc_pix_fmt), *video_options)), *options.extra_args),
+    video_options = _video_options(encoder, container)
+    ffmpeg.check_encoder(encoder.codec, (*_flat((("-pix_fmt", enc_pix_fmt), *video_options)), *encoder.extra_args),
                          container.muxer)
 
     # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
     out_w, out_h = stream.width * scale, stream.height * scale
-    even_w, even_h = enc_layout.needs_even() if options.codec not in ODD_SIZES_OK else (False, False)
+    even_w, even_h = enc_layout.needs_even() if encoder.codec not in ODD_SIZES_OK else (False, False)
     enc_w = out_w + (out_w % 2 if even_w else 0)
     enc_h = out_h + (out_h % 2 if even_h else 0)
     if (enc_w, enc_h) != (out_w, out_h):
@@ -351,7 +329,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     out_streams: list[OutputStream] = []
     for s in info.streams:
         if s.index == stream.index:
-            out_streams.append(OutputStream(s.index, True, options.codec,
+            out_streams.append(OutputStream(s.index, True, encoder.codec,
                                             (("-pix_fmt", enc_pix_fmt), *video_options)))
             continue
         decision = containers.plan_stream(container, dst.suffix, s)
@@ -365,14 +343,14 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       enc_size=(enc_w, enc_h), streams=tuple(out_streams), video_filters=tuple(filters),
                       rotation=stream.rotation, upscaled_default="default" in stream.dispositions,
                       source_start=info.start or 0.0,
-                      extra_args=tuple(options.extra_args),
+                      extra_args=tuple(encoder.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None)
-    decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu, pipe_pix_fmt, vf_extra,
+    decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu or 0, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
                    "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict}
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
-                    reader_args=reader_args, plan=plan, codec=options.codec, pix_fmt=enc_pix_fmt,
+                    reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes),
                     decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover)
 

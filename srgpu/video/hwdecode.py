@@ -32,9 +32,9 @@ from pathlib import Path
 
 from . import ffmpeg
 from .errors import VideoError
+from .options import HwDec
 from .reader import decode_args
 
-HWDEC_MODES = ("auto", "nvdec", "no")
 # the source codec (ffprobe's name) -> ffmpeg's NVDEC decoder
 CUVID_DECODERS = {"h264": "h264_cuvid", "hevc": "hevc_cuvid", "av1": "av1_cuvid", "vp9": "vp9_cuvid",
                   "vp8": "vp8_cuvid", "mpeg2video": "mpeg2_cuvid", "mpeg4": "mpeg4_cuvid", "vc1": "vc1_cuvid"}
@@ -129,16 +129,15 @@ def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_ex
     return False, f"{decoder} decodes frame {first} differently from the software decoder"
 
 
-def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: str, gpu: int,
+def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: HwDec, gpu: int,
                    pipe_pix_fmt: str, vf_extra: str | None,
                    software: str | None = None) -> DecoderChoice:
     """The decoder for stream ``stream_index`` of ``src``. ``mode``: "no" (software), "nvdec"
     (NVDEC, checked on the first frames now, or a VideoError saying why not) or "auto" (software,
     with NVDEC to take over where it can run: ``takeover``, checked while the video decodes).
     ``software``: a software decoder the stream needs (e.g. libvpx for VP8/VP9 with alpha, which
-    NVDEC would drop); ``gpu``: the CUDA device for NVDEC."""
-    if mode not in HWDEC_MODES:
-        raise VideoError(f"unknown hwdec mode {mode!r}: use {', '.join(HWDEC_MODES)}")
+    NVDEC would drop); ``gpu``: the CUDA device for NVDEC. ``mode`` was checked where the options
+    were made (srgpu.video.options.VideoOptions)."""
     plain = DecoderChoice(software)
     if mode == "no":
         return plain

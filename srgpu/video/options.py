@@ -1,0 +1,56 @@
+"""How a video is upscaled, as configuration: the encoder's settings (:class:`EncodeOptions`) and
+how the job runs (:class:`VideoOptions`). No ffmpeg here: images.py imports it in a build without
+the rest of srgpu.video, and hwdec is checked once, where the options are made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from .errors import VideoError
+
+HwDec = Literal["auto", "nvdec", "no"]
+HWDEC_MODES: tuple[str, ...] = get_args(HwDec)
+
+
+class UnknownHwdec(VideoError):
+    """An hwdec mode that is not one of HWDEC_MODES (the CLI words it as a --hwdec usage error)."""
+
+    def __init__(self, mode: object) -> None:
+        super().__init__(f"unknown hwdec mode {mode!r}: use {', '.join(HWDEC_MODES)}")
+        self.mode = mode
+
+
+@dataclass(frozen=True)
+class EncodeOptions:
+    """Encoder settings. ``codec`` None: follows the output container (libx264 for .mp4, .mov
+    and .mkv; libvpx-vp9 for .webm, else libsvtav1 or libaom-av1, whichever this ffmpeg has);
+    ``crf`` None: the codec's srgpu default (libx264 18, libx265 20, libsvtav1 30, libvpx-vp9 31);
+    ``pix_fmt`` None: the source's own format where the encoder has it, else the nearest (as many
+    bits as it takes); ``extra_args``: passed to ffmpeg as they are, after srgpu's own output
+    options. All of them are tried on a one-frame encode before any frame is decoded."""
+
+    codec: str | None = None
+    crf: int | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """How a video is upscaled: ``encode``, the encoder's settings; ``video_stream``, which video
+    stream (0-based among the video streams, cover art excluded; None: the first marked default,
+    else the first); ``hwdec``, whether NVDEC decodes the source: "auto" (with a GPU engine, the
+    software decoder starts and NVDEC takes over once it has given the same frames; with a CPU
+    engine, never), "nvdec" (from the first frame, or fail saying why) or "no"; ``strict``, damaged
+    data that the decoder concealed fails the video (else a note names the frames)."""
+
+    encode: EncodeOptions = field(default_factory=EncodeOptions)
+    video_stream: int | None = None
+    hwdec: HwDec = "auto"
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.hwdec not in HWDEC_MODES:
+            raise UnknownHwdec(self.hwdec)
