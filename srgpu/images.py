@@ -280,7 +280,7 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
 # ---------------------------------------------------------------- one image
 
 
-BAND_OUTPUT_PIXELS = 8 * 2**20  # output pixels per band: its float64 colour conversion stays near 0.5 GB
+BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: its float64 colour conversion stays near 0.4 GB
 RowsCallback = Callable[[int, int], None]
 
 
