@@ -236,3 +236,20 @@ __device__ void fused_conv3_rows(const FusedArgs& a, const float* Z, int pz, flo
         fused_store(a, oy0 + i, ox0 + j, b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]));
     }
 }
+
+// The end of a chunk, every thread: after the chunk's Z rows [z0, z1) are written, their border
+// fix-up, then conv3 of the output rows [out_done, min(z1 - 4, nout)) they complete (a row needs
+// four Z rows below it); returns the new out_done. Barriers before and after.
+template <int CZ, int PZ, int RW>
+__device__ __forceinline__ int fused_z_tail(const FusedArgs& a, float* Z, float b3, int z0, int z1, int out_done,
+                                            int nout, int ncol, int oy0, int ox0, int zvy, int zvx) {
+    __syncthreads();
+    fixup_planar(Z, 25, PZ, CZ, RW, RW, z0, z1, zvy, zvx, a.H, a.W);
+    const int o_t = min(z1 - 4, nout);
+    if (o_t > out_done) {
+        fused_conv3_rows<CZ, RW>(a, Z, PZ, b3, out_done, o_t, ncol, oy0, ox0);
+        out_done = o_t;
+    }
+    __syncthreads();
+    return out_done;
+}

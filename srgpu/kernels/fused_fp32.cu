@@ -468,15 +468,8 @@ __global__ void __launch_bounds__(NT, 1) fused_fp32(FUSED_PARAMS, const float* _
         } else {
             ffma_chain_z<C, NT>(sm, Z, z_done, z_t);
         }
-        __syncthreads();
-        fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
+        out_done = fused_z_tail<C::CZ, C::PZ, RW>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
         z_done = z_t;
-        const int o_t = min(z_done - 4, nout);
-        if (o_t > out_done) {
-            fused_conv3_rows<C::CZ, RW>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
-            out_done = o_t;
-        }
-        __syncthreads();
     }
 }
 

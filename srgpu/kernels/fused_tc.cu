@@ -314,6 +314,29 @@ __device__ __forceinline__ void tc_conv2_z(const u32* smw, float* Z, const float
     tc_z<C, MB, CS>(smw, Z, acc2, rr, xb, ok, lane);
 }
 
+// tc_job_blocks' default step per block: nothing.
+struct TcNoBlockWork {
+    __device__ void operator()(int) const {}
+};
+
+// The MB blocks of job `job` over Z rows from z0 (nm blocks of 16 positions, RW / 16 per row): their
+// rows, first columns, and which exist (a missing block repeats the last one and stores nothing);
+// `each(m)` runs once block m's are set (in the same unrolled step: the caller's per-block
+// addresses interleave as they did when each caller had its own copy of this loop).
+template <class C, int MB, class Each = TcNoBlockWork>
+__device__ __forceinline__ void tc_job_blocks(int job, int z0, int nm, int (&rr)[MB], int (&xb)[MB], bool (&ok)[MB],
+                                              Each each = Each()) {
+    constexpr int MPR = C::RW_ / 16;
+#pragma unroll
+    for (int m = 0; m < MB; ++m) {
+        int mi = job * MB + m;
+        ok[m] = mi < nm;
+        mi = min(mi, nm - 1);
+        rr[m] = z0 + mi / MPR;
+        xb[m] = (mi % MPR) * 16;
+        each(m);
+    }
+}
 
 template <class C>
 __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (&off)[12]) {
@@ -324,17 +347,11 @@ __device__ void tc_chain_z(const u32* smw, float* Z, int z0, int z1, const int (
     for (int job = warp; job < njobs; job += C::NW) {
         int rr[MB], xb[MB], b0[MB], b8[MB];
         bool ok[MB];
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-            int mi = job * MB + m;
-            ok[m] = mi < nm;
-            mi = min(mi, nm - 1);
-            rr[m] = z0 + mi / MPR;
-            xb[m] = (mi % MPR) * 16;
+        tc_job_blocks<C, MB>(job, z0, nm, rr, xb, ok, [&](int m) {
             const int x = xb[m] + r0;
             b0[m] = (x & 1) * C::PY + rr[m] * C::Y0WW + (x >> 1);
             b8[m] = b0[m] + 4;
-        }
+        });
         float acc[MB][8][4];
         tc_bias_init<C, MB, 8>(b1, acc, cq);
         tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
@@ -521,20 +538,6 @@ __device__ __forceinline__ void tc_conv2_tap_row(float (&acc2)[MB][4][4], const 
     }
 }
 
-// The MB blocks of job `job` in Z rows [z0, z1): rows, first columns, and which exist.
-template <class C, int MB>
-__device__ __forceinline__ void tc_ring_job(int job, int z0, int nm, int (&rr)[MB], int (&xb)[MB], bool (&ok)[MB]) {
-    constexpr int MPR = C::RW_ / 16;
-#pragma unroll
-    for (int m = 0; m < MB; ++m) {
-        int mi = job * MB + m;
-        ok[m] = mi < nm;
-        mi = min(mi, nm - 1);
-        rr[m] = z0 + mi / MPR;
-        xb[m] = (mi % MPR) * 16;
-    }
-}
-
 // conv2 (f2 x f2 taps, all their fragments in shared memory) -> Z for Z rows [z0, z1).
 template <class C, int F2>
 __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0, int z1) {
@@ -548,7 +551,7 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
     for (int job = warp; job < njobs; job += C::NW) {
         int rr[MB], xb[MB];
         bool ok[MB];
-        tc_ring_job<C, MB>(job, z0, nm, rr, xb, ok);
+        tc_job_blocks<C, MB>(job, z0, nm, rr, xb, ok);
         float acc2[MB][4][4];
         tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll 1
@@ -582,7 +585,7 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
     float acc2[JMAX][MB][4][4];
 #pragma unroll
     for (int jj = 0; jj < JMAX; ++jj) {
-        tc_ring_job<C, MB>(warp + jj * C::NW, z0, nm, rr[jj], xb[jj], ok[jj]);
+        tc_job_blocks<C, MB>(warp + jj * C::NW, z0, nm, rr[jj], xb[jj], ok[jj]);
         tc_bias_init<C, MB, 4>(b2, acc2[jj], cq);
     }
 #pragma unroll 1
@@ -732,15 +735,8 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
                 tc_chain_z<C>(smw, Z, z_done, z_t, off);
             }
         }
-        __syncthreads();
-        fixup_planar(Z, 25, C::PZ, C::CZ, RW, RW, z_done, z_t, zvy, zvx, a.H, a.W);
+        out_done = fused_z_tail<C::CZ, C::PZ, RW>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
         z_done = z_t;
-        const int o_t = min(z_done - 4, nout);
-        if (o_t > out_done) {
-            fused_conv3_rows<C::CZ, RW>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
-            out_done = o_t;
-        }
-        __syncthreads();
     }
 }
 
