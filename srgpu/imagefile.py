@@ -129,7 +129,11 @@ def _as_bgr(image: np.ndarray) -> Iterator[np.ndarray]:
         cv2.cvtColor(image, code, dst=image)  # the swap is its own inverse
 
 
-def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int) -> Encoded:
+def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int,
+                file: Path | None = None) -> Encoded:
+    """Encode ``image`` (OpenCV's channel order) as ``ext``: into memory, or with ``file``
+    straight into that file (the encoder streams it: no copy of a large compressed image is held;
+    ``data`` is then empty)."""
     params: list[int] = []
     if ext in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality]
@@ -137,15 +141,22 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
         params = [cv2.IMWRITE_WEBP_QUALITY, 101]  # >100 selects lossless
     problem = _icc_problem(icc, ext, image) if icc else None
     if icc and problem is None:
-        data = _encode_with_icc(image, ext, params, icc)
+        data = _encode_with_icc(image, ext, params, icc, file)
         if data is not None:
             return Encoded(data)
         problem = f"the {ext.lstrip('.').upper()} encoder refused it"
-    ok, buf = cv2.imencode(ext, image, params)
-    if not ok:
-        raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
     notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
-    return Encoded(buf.data, notes)  # the encoder's buffer itself, not a copy of it
+    try:
+        if file is not None:
+            if cv2.imwrite(str(file), image, params):
+                return Encoded(b"", notes)
+        else:
+            ok, buf = cv2.imencode(ext, image, params)
+            if ok:
+                return Encoded(buf.data, notes)  # the encoder's buffer itself, not a copy of it
+    except cv2.error:
+        pass
+    raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
 
 
 def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
@@ -161,14 +172,21 @@ def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
     return None
 
 
-def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes) -> bytes | None:
-    """The encoded file with its ICC profile, or None where the encoder will not take the profile."""
-    if ext in _TIFF:
+def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes, file: Path | None) -> bytes | None:
+    """The encoded file with its ICC profile (b"" once written to ``file``), or None where the
+    encoder will not take the profile."""
+    if ext in _TIFF:  # OpenCV writes no TIFF profile: srgpu adds the tag to its bytes
         ok, buf = cv2.imencode(ext, image, params)
-        return add_tiff_icc(buf.tobytes(), icc) if ok else None
+        data = add_tiff_icc(buf.tobytes(), icc) if ok else None
+        if data is not None and file is not None:
+            file.write_bytes(data)
+            return b""
+        return data
+    profile = [np.frombuffer(icc, np.uint8)]
     try:
-        ok, buf = cv2.imencodeWithMetadata(ext, image, [cv2.IMAGE_METADATA_ICCP],
-                                           [np.frombuffer(icc, np.uint8)], params)
+        if file is not None:
+            return b"" if cv2.imwriteWithMetadata(str(file), image, [cv2.IMAGE_METADATA_ICCP], profile, params) else None
+        ok, buf = cv2.imencodeWithMetadata(ext, image, [cv2.IMAGE_METADATA_ICCP], profile, params)
     except cv2.error:
         return None
     return buf.tobytes() if ok and buf is not None else None
@@ -182,13 +200,14 @@ def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True
     path = Path(path)
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
-    encoded = encode_image_data(image, path.suffix, icc)
     tmp, fd = outputs.create_temp(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(encoded.data)
+    os.close(fd)
+    try:  # the encoder writes the file itself (tmp keeps the suffix that names the format)
+        with _as_bgr(image) as bgr:
+            encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, file=tmp)
+        size = tmp.stat().st_size
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     outputs.publish(tmp, path, replace)
-    return Written(len(encoded.data), encoded.notes)
+    return Written(size, encoded.notes)
