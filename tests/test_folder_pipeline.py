@@ -258,3 +258,73 @@ def test_images_read_and_written_in_opencv_order(tmp_path, make_image, shape):
     kept = image.copy()
     write_image_atomic(tmp_path / "c.png", kept)  # not scratch: the caller's RGB image as it was
     np.testing.assert_array_equal(kept, image)
+
+
+class _LazyBgr:
+    """Stands in for the GPU's image path (srgpu.engine.imageproc) on the CPU: BGR(A) in and out,
+    each result computed only when waited for, ``in_flight`` images queued before the oldest is."""
+
+    order = "bgr"
+    in_flight = 2
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.queued = self.most_queued = 0
+        self.closed = 0
+
+    def submit(self, image, progress=None):
+        assert image.flags.c_contiguous
+        self.queued += 1
+        self.most_queued = max(self.most_queued, self.queued)
+        proc, source = self, image.copy()  # the caller may reuse its image once submit returns
+
+        class Ticket:
+            def wait(self):
+                proc.queued -= 1
+                swap = (lambda a: a) if source.ndim == 2 else (
+                    lambda a: np.concatenate([a[..., 2::-1], a[..., 3:]], axis=-1))
+                return np.ascontiguousarray(swap(upscale_image(np.ascontiguousarray(swap(source)), proc.engine)))
+
+        return Ticket()
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_an_image_path_in_opencv_order_with_images_in_flight_writes_the_same_files(tmp_path, random_npz,
+                                                                                    make_image):
+    """The GPU's shape of the image stage (BGR, several images queued, results waited for later),
+    on the CPU: the same pixels as the plane path for gray, RGB, 16-bit RGBA, a sideways JPEG and an
+    image with an ICC profile, the profile kept and the orientation applied once."""
+    import cv2
+    from test_images import encode_with, exif_with_orientation, make_icc, metadata_of
+
+    from srgpu.model import load_npz
+
+    class BgrEngine(CPUEngine):
+        def image_processor(self):
+            self.processor = _LazyBgr(self)
+            return self.processor
+
+    src = tmp_path / "in"
+    src.mkdir()
+    icc = make_icc()
+    write_image_atomic(src / "a_gray.png", make_image((7, 9), seed=1))
+    write_image_atomic(src / "b_rgb.png", make_image((8, 6, 3), seed=2))
+    write_image_atomic(src / "c_rgba16.png", make_image((5, 7, 4), np.uint16, seed=3))
+    (src / "d_sideways.png").write_bytes(encode_with(make_image((6, 10, 3), seed=4), ".png",
+                                                     exif_with_orientation(6)))
+    (src / "e_icc.png").write_bytes(encode_with(make_image((9, 5, 3), seed=5), ".png", icc=icc))
+    write_image_atomic(src / "f_gray16.png", make_image((4, 11), np.uint16, seed=6))
+    model = load_npz(random_npz)
+    engine = BgrEngine(model, 2)
+    result = run_batch(plan_batch(src, tmp_path / "bgr"), engine, images=ImageOptions(jobs=2))
+    plain = run_batch(plan_batch(src, tmp_path / "rgb"), CPUEngine(model, 2))
+    assert result.exit_code == plain.exit_code == 0 and len(result.done) == 6
+    assert engine.processor.most_queued == 3 and engine.processor.closed >= 1
+    a, b = outputs_of(tmp_path / "bgr"), outputs_of(tmp_path / "rgb")
+    assert list(a) == list(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert a["d_sideways.png"].shape == (20, 12, 3)
+    assert metadata_of(tmp_path / "bgr" / "e_icc.png")[cv2.IMAGE_METADATA_ICCP] == icc
