@@ -522,8 +522,9 @@ def tune_command(
 
 @app.command("bench")
 def bench_command(
-    video: Optional[Path] = typer.Argument(None, metavar="[VIDEO]",
-                                           help="Measure each stage of upscaling this video (pipeline bench)."),
+    video: Optional[Path] = typer.Argument(None, metavar="[VIDEO|FOLDER]",
+                                           help="Measure each stage of upscaling this video (pipeline bench), or "
+                                                "this folder of images against the codec floor (folder bench)."),
     pipeline: bool = typer.Option(False, "--pipeline",
                                   help="Pipeline bench on a synthetic clip of --size (no VIDEO needed)."),
     frames: int = typer.Option(240, "--frames", min=1, help="Frames of the synthetic clip."),
@@ -533,22 +534,32 @@ def bench_command(
                                         help="9-1-5 (default), 9-5-5 (random weights of that architecture "
                                              "when not built in) or an .npz/.mat file."),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure (pipeline "
-                                                                             "bench: also cpu or auto)."),
+                                                                             "and folder bench: also cpu or auto)."),
     precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto",
                                   help="Pipeline bench: " + PRECISION_HELP),
     codec: str = typer.Option("libx264", "--codec", help="Pipeline bench: video encoder."),
     crf: Optional[int] = typer.Option(None, "--crf", help="Pipeline bench: encoder CRF."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
     hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help="Pipeline bench: " + HWDEC_HELP),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Folder bench: " + JOBS_HELP),
+    png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9",
+                                                  help="Folder bench: " + PNG_HELP),
+    format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp",
+                                         help="Folder bench: image output format (default: each image's own)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Kernel benchmark (ms per frame of each layer x variant, the chosen plan and the whole network),
-    or with VIDEO / --pipeline: fps of each stage of a video upscale and the bottleneck."""
+    with VIDEO / --pipeline: fps of each stage of a video upscale and the bottleneck, or with FOLDER:
+    srgpu on a folder of images against the codec floor (read + cv2.resize + write), with its own
+    split into read, engine and write."""
     from .model import BUILTIN_ARCHS
 
     lr_shape = _frame_size(size)
     log = None if quiet or json_out else (lambda s: _info(s, False))
+    if video is not None and video.is_dir():
+        _bench_folder(video, scale, model, device, precision, jobs, png_compression, format, json_out, log)
+        return
     if video is not None or pipeline:
         _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, hwdec,
                         json_out, log)
@@ -582,6 +593,30 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
                 video = bench_video.synthetic_source(Path(tmp), (lr_shape[1], lr_shape[0]), frames)
             report = bench_video.bench_video(video, engine, options, log=log)
         print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
+
+
+def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, precision: str, jobs: Optional[int],
+                  png_compression: Optional[int], fmt: Optional[str], json_out: bool,
+                  log: Optional[Callable[[str], None]]) -> None:
+    from . import bench_folder
+    from .engine.select import parse_device
+
+    with _reported():
+        images = ImageOptions(jobs=jobs, png_compression=png_compression)
+        srcnn = resolve_model(model, scale)
+        probe = _make_engine(device, srcnn, scale, log is None, precision)  # says which device, once
+        gpu = probe.name == "cuda"
+        probe.close()
+        index = parse_device(device)[1]
+
+        def make_engine(cache: Optional[Path]) -> Engine:
+            if not gpu:
+                return create_engine("cpu", srcnn, scale)
+            return create_engine(f"cuda:{index}", srcnn, scale, GPUOptions(precision=precision, cache_dir=cache,
+                                                                            notify=log))
+
+        report = bench_folder.bench_folder(folder, make_engine, gpu, fmt, images, log)
+        print(json.dumps(report.to_dict(), indent=2) if json_out else bench_folder.format_report(report))
 
 
 def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:

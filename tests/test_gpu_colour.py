@@ -216,3 +216,27 @@ def test_a_folder_through_the_gpu_image_path(random_gpu_engine, tmp_path: Path, 
         assert got.shape == want.shape and diff.max() <= 1 and np.mean(diff == 0) >= 0.999, name
     assert metadata_of(tmp_path / "out" / "e.png")[cv2.IMAGE_METADATA_ICCP] == icc
     assert result.stages.images == 5
+
+
+def test_bench_folder_on_the_gpu(tmp_path: Path, make_image) -> None:
+    """``srgpu bench FOLDER`` on the GPU: a first run that chooses the plan (timed apart) and a run
+    with the plan it cached, each against the codec floor."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from srgpu import cli
+    from srgpu.imagefile import write_image_atomic
+
+    src = tmp_path / "photos"
+    src.mkdir()
+    for i in range(4):
+        write_image_atomic(src / f"{i}.png", make_image((40, 48, 3), seed=i))
+    r = CliRunner().invoke(cli.app, ["bench", str(src), "--json", "--jobs", "2"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    first, warm = report["runs"]
+    assert first["label"] == "first run" and warm["label"] == "warm plans"
+    assert first["images"] == warm["images"] == 4 and report["codec_floor"]["seconds"] > 0
+    assert first["plans_measured"] == 1 and first["plan_s"] > 0 and warm["plans_measured"] == 0
+    assert "cuda" in report["engine"] or "GPU" in report["engine"]

@@ -203,7 +203,8 @@ class OverlappedImages(SlotPipeline):
         def download(stream: Any) -> None:
             d_out.get(stream=stream, out=host_out, blocking=False)
 
-        self._queue(slot, upload, compute, download, "queueing an image")
+        # no wait for the upload: it reads the slot's own pinned copy, untouched until the slot is free
+        self._queue(slot, upload, compute, download, "queueing an image", wait_upload=False)
         ticket = _Ticket(self, slot, host_out, into)
         self._pending.append(ticket)
         return ticket

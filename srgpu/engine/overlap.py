@@ -112,9 +112,10 @@ class SlotPipeline:
         self._free.extend(self._slots)
 
     def _queue(self, slot: _Slot, upload: Callable[[Any], None], compute: Callable[[], None],
-               download: Callable[[Any], None], what: str = "queueing a frame") -> None:
-        """Queue one job on ``slot`` (acquired); returns once its upload is done. The slot is
-        released again if queueing fails."""
+               download: Callable[[Any], None], what: str = "queueing a frame", wait_upload: bool = True) -> None:
+        """Queue one job on ``slot`` (acquired); returns once its upload is done (at once without
+        ``wait_upload``: the caller uploads from the slot's own memory). The slot is released
+        again if queueing fails."""
         engine = self.engine
         try:
             with engine.device, engine._guard(what):
@@ -135,7 +136,8 @@ class SlotPipeline:
                 slot.downloaded.record(slot.stream)
                 # the caller reuses the input's memory as soon as this returns: wait for the upload
                 # alone (its own stream, ~0.2 ms for 1080p), not for the compute queued behind it
-                slot.uploaded.synchronize()
+                if wait_upload:
+                    slot.uploaded.synchronize()
         except BaseException:
             self._release(slot)
             raise
