@@ -849,7 +849,8 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             outcomes.put(entry.index, _failure(entry.job, e, time.perf_counter() - entry.started))
             return
         finally:
-            clock.add("process", time.perf_counter() - t0, 1)
+            clock.add("process", time.perf_counter() - t0)
+        clock.add("process", 0.0, 1)  # one more image on the engine
         clock.add("input_pixels", 0.0, data.pixels.shape[0] * data.pixels.shape[1])
         in_flight.append(_InFlight(entry.index, entry.job, entry.started, entry.go, data, ticket,  # type: ignore[arg-type]
                                    entry.held))
@@ -885,7 +886,8 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         # what is being written completes whole, never half, and is still reported; after an
         # engine error the images it already upscaled are written too, after an interrupt no more
         in_flight.clear()
-        processor.close()
+        with contextlib.suppress(Exception):  # the error under way is the one to report
+            processor.close()
         readers.close()
         writers.close(finish_queued=not isinstance(e, KeyboardInterrupt), raise_errors=False)
         report()
