@@ -53,28 +53,27 @@ def test_colour_kernels_match_their_definition_and_the_cpu_path(kernels, shape, 
 
     h, w = shape
     image = _random((h, w, channels), dtype, seed=h * 31 + w + channels)
-    stream = cp.cuda.Stream(non_blocking=True)
-    planes = [cp.full((h, w), np.nan, np.float32) for _ in range(3)]
-    alpha = cp.full((h, w), 0x5A, dtype) if channels == 4 else None
-    kernels.to_planes(cp.asarray(image), *planes, alpha, order, stream)
-    # the way back on planes as an upscale leaves them: clipped to [0, 1], off the round trip's grid
     rng = np.random.default_rng(5)
-    stream.synchronize()
-    got = [p.get() for p in planes]
-    moved = [np.clip(p + rng.normal(0, 0.02, p.shape), 0, 1).astype(np.float32) for p in got]
     a = image[..., 3].copy() if channels == 4 else None
-    back = cp.full((h, w, channels), 0x5A, dtype)
-    kernels.from_planes(*[cp.asarray(p) for p in moved], None if a is None else cp.asarray(a), back, order, stream)
-    stream.synchronize()
+    with cp.cuda.Stream(non_blocking=True) as stream:  # poisoning and copies ordered with the kernels
+        planes = [cp.full((h, w), np.nan, np.float32) for _ in range(3)]
+        alpha = cp.full((h, w), 0x5A, dtype) if channels == 4 else None
+        kernels.to_planes(cp.asarray(image), *planes, alpha, order, stream)
+        got = [p.get() for p in planes]
+        alpha_got = alpha.get() if alpha is not None else None
+        # the way back on planes as an upscale leaves them: clipped to [0, 1], off the round trip's grid
+        moved = [np.clip(p + rng.normal(0, 0.02, p.shape), 0, 1).astype(np.float32) for p in got]
+        back = cp.full((h, w, channels), 0x5A, dtype)
+        kernels.from_planes(*[cp.asarray(p) for p in moved], None if a is None else cp.asarray(a), back, order, stream)
+        samples = back.get()
 
     definition = colour.definition_to_planes(image, order)
     for g, e in zip(got, definition[:3]):
         np.testing.assert_array_equal(g, e)  # the same double arithmetic, rounded once to float
     if channels == 4:
-        np.testing.assert_array_equal(alpha.get(), image[..., 3])
+        np.testing.assert_array_equal(alpha_got, image[..., 3])
     cpu = colour.reference_to_planes(image, order)
     ulps = max(float(np.max(np.abs(g.astype(np.float64) - e) / np.spacing(np.abs(e)))) for g, e in zip(got, cpu[:3]))
-    samples = back.get()
     np.testing.assert_array_equal(samples, colour.definition_from_planes(*moved, a, np.dtype(dtype), order))
     expect = colour.reference_from_planes(*moved, a, np.dtype(dtype), order)
     diff = np.abs(samples.astype(np.int64) - expect.astype(np.int64))
@@ -99,11 +98,14 @@ IMAGES = [((45, 67), np.uint8), ((33, 50, 3), np.uint8), ((21, 38, 4), np.uint16
 
 def _poison(processor) -> None:
     """Fill every slot's pinned and device buffers (as far as they exist) with a value no result has."""
+    import cupy as cp
+
     for slot in processor._slots:
         for buf in slot.store.pinned.values():
             buf.fill(0xAB)
         for arr in slot.store.device.values():
             arr.fill(np.nan if arr.dtype == np.float32 else 0xAB)
+    cp.cuda.runtime.deviceSynchronize()  # the fills (on the legacy stream) done before the next image
 
 
 def test_gpu_engine_has_the_image_path(random_gpu_engine) -> None:
