@@ -351,7 +351,7 @@ def nearest_cached(key: PlanKey, directory: Path | None = None, layers: Sequence
         area = k.hr_shape[0] * k.hr_shape[1] / max(1, key.hr_shape[0] * key.hr_shape[1])
         return ratio, abs(np.log(max(area, 1e-9)))
 
-    candidates = sorted((k for k, _ in cached_plans(key.gpu, directory) if k.same_kind(key)), key=distance)
+    candidates = sorted((k for k, _ in cached_plans(key.gpu, directory) if k.same_kind(key) and k != key), key=distance)
     for k in candidates:
         plan = load_cached(k, directory, layers)
         if plan is not None:

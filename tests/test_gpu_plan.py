@@ -333,8 +333,8 @@ def _policy_engine(tmp_path: Path, planner: object, notices: list[str], precisio
     model = random_model("9-1-5")
     engine = object.__new__(GPUEngine)
     engine.model, engine.layers, engine.limits = model, conv.srcnn_layers(model), H100_LIMITS
-    engine.options = GPUOptions(precision=precision, cache_dir=tmp_path, notify=notices.append)
-    engine.planner, engine._chosen, engine._plans = planner, {}, {}
+    engine.options = GPUOptions(precision=precision, cache_dir=tmp_path, notify=notices.append, self_check=False)
+    engine.planner, engine._chosen, engine._plans, engine._checked = planner, {}, {}, set()
     engine._prepare = lambda plan: None
     return engine
 
@@ -421,3 +421,28 @@ def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkey
     data["version"] = -1
     path.write_text(json.dumps(data))
     assert _cached_plan_lines("NVIDIA H200", "9.0") == ["    no tuned plan cached (srgpu tune)"]
+
+
+def test_a_cached_plan_that_fails_its_self_check_is_chosen_again(tmp_path: Path) -> None:
+    """Every plan is self-checked at the output depth before its first use, cached ones included;
+    one that fails (say, written by another driver) is not run: the planner chooses again."""
+    from srgpu.errors import EngineError
+
+    notices: list[str] = []
+    planner = _FakePlanner()
+    engine = _policy_engine(tmp_path, planner, notices)
+    engine.options = replace(engine.options, self_check=True)
+    checked: list[tuple[str, int]] = []
+
+    def check_plan(plan: Plan, bits: int = 8) -> None:
+        checked.append((plan.kind, bits))
+        if plan.kind == "fused":
+            raise EngineError("plan fused-tc failed its self-check at 8 bits: output up to 3 levels from the reference")
+
+    engine.check_plan = check_plan
+    bad = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    save_cached(plan_key(H100_LIMITS.key, engine.model.arch, (10, 10), (20, 20), "auto", 8), bad, (), tmp_path)
+    plan = engine.plan_for((10, 10), (20, 20), 8)
+    assert plan.source == "tuned 8" and planner.measured == [((20, 20), 8)]
+    assert checked == [("fused", 8), ("layerwise", 8)]
+    assert "cached plan not used: plan fused-tc failed its self-check" in notices[0]

@@ -107,11 +107,9 @@ class GPUEngine(Engine):
                              for i in (1, 2, 3)]
             self.bicubic = Bicubic(device_index, self.limits)
             self.quantize = Quantize(device_index, self.limits)
-            start = options.plan if options.plan is not None else default_plan(model)
-            if options.self_check:
-                self.check_plan(start)
-            else:
-                self._prepare(start)
+            self._checked: set[tuple[Any, int]] = set()  # (plan identity, depth) that passed check_plan
+            if options.plan is not None:  # a given plan that cannot run fails here, before any work
+                self._ready(options.plan, 8)
 
     @property
     def precision(self) -> Precision:
@@ -184,36 +182,48 @@ class GPUEngine(Engine):
         key = (tuple(in_shape), tuple(out_shape), bits)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._choose(tuple(in_shape), tuple(out_shape), bits)
-            self._prepare(plan)
-            self._plans[key] = plan
+            plan = self._plans[key] = self._choose(tuple(in_shape), tuple(out_shape), bits)
         return plan
 
     def _choose(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
         if self.options.plan is not None:
-            return self.options.plan
+            return self._ready(self.options.plan, bits)
+        notify = self.options.notify or (lambda s: None)
         key = plan_key(self.limits.key, self.model.arch, in_shape, out_shape, self.precision, bits)
-        plan = load_cached(key, self.options.cache_dir, self.layers)
-        if plan is not None:
-            return plan
         # a folder of many sizes must not stall per size: the fused kernels are tiled, so the
         # plan chosen for one size (here or cached) serves the others
-        plan = self._chosen.get(bits) or nearest_cached(key, self.options.cache_dir, self.layers)
-        if plan is None and self.planner is not None:
-            notify = self.options.notify
-            allowed = arithmetics_for(self.precision, bits)
-            if notify and self.precision == "fp16" and allowed == ("fp32",):
+        for found in (lambda: load_cached(key, self.options.cache_dir, self.layers), lambda: self._chosen.get(bits),
+                      lambda: nearest_cached(key, self.options.cache_dir, self.layers)):
+            plan = found()
+            if plan is not None:
+                try:
+                    self._ready(plan, bits)
+                except EngineError as e:  # e.g. a cache written by another driver: choose again
+                    notify(f"cached plan not used: {e}")
+                    continue
+                self._chosen.setdefault(bits, plan)
+                return plan
+        if self.planner is not None:
+            if self.precision == "fp16" and arithmetics_for(self.precision, bits) == ("fp32",):
                 notify(f"fp16 does not meet the accuracy bar for {bits}-bit output; running fp32")
-            if notify:
-                notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
-                       f"{_depth_name(bits)} on this GPU (once; the choice is cached) ...")
+            notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
+                   f"{_depth_name(bits)} on this GPU (once; the choice is cached) ...")
             started = time.perf_counter()
-            plan = self.planner.measure(self, in_shape, out_shape, bits)
-            if notify:
-                notify(f"chose {plan.describe()} in {time.perf_counter() - started:.1f} s")
-        if plan is None:
-            plan = default_plan(self.model)
+            plan = self._ready(self.planner.measure(self, in_shape, out_shape, bits), bits)
+            notify(f"chose {plan.describe()} in {time.perf_counter() - started:.1f} s")
+        else:
+            plan = self._ready(default_plan(self.model), bits)
         self._chosen.setdefault(bits, plan)
+        return plan
+
+    def _ready(self, plan: Plan, bits: int) -> Plan:
+        """``plan`` compiled and, unless the options say not to, self-checked at output depth
+        ``bits`` (once per plan and depth)."""
+        if self.options.self_check:
+            if (_identity(plan), _check_depth(plan, bits)) not in self._checked:
+                self.check_plan(plan, bits)
+        else:
+            self._prepare(plan)
         return plan
 
     def _prepare(self, plan: Plan) -> None:
@@ -257,20 +267,21 @@ class GPUEngine(Engine):
                 limit = 1e-4 * max(1.0, float(np.max(np.abs(expect))))
                 if not err <= limit:
                     raise EngineError(f"plan {plan.describe()} failed its self-check: max error {err:.3g} > {limit:.3g}")
-                return
-            bits = min(bits, 16)  # float outputs: fused plans there are fp32 (arithmetics_for); check at 16
-            top = 2**bits - 1
-            dtype = np.uint8 if bits <= 8 else np.uint16
-            lr = rng.integers(0, top + 1, lr_shape).astype(dtype)
-            out = cp.full(out_shape, 0xAB, dtype=dtype)  # poisoned
-            self._run_plan(plan, cp.asarray(lr), out, top)
-            got = out.get(stream=self.stream)
-            up = imresize(lr.astype(np.float64) / top, output_shape=out_shape)
-            ref = np.floor(np.clip(srcnn_forward(up, self.model, dtype=np.float64), 0, 1) * top + 0.5)
-            worst = int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max())
-            if not ACCURACY_BAR.met(worst):
-                raise EngineError(f"plan {plan.describe()} failed its self-check at {bits} bits: output up to {worst} "
-                                  f"levels from the reference (the bar: {ACCURACY_BAR.max_level_difference})")
+            else:
+                depth = _check_depth(plan, bits)
+                top = 2**depth - 1
+                dtype = np.uint8 if depth <= 8 else np.uint16
+                lr = rng.integers(0, top + 1, lr_shape).astype(dtype)
+                out = cp.full(out_shape, 0xAB, dtype=dtype)  # poisoned
+                self._run_plan(plan, cp.asarray(lr), out, top)
+                got = out.get(stream=self.stream)
+                up = imresize(lr.astype(np.float64) / top, output_shape=out_shape)
+                ref = np.floor(np.clip(srcnn_forward(up, self.model, dtype=np.float64), 0, 1) * top + 0.5)
+                worst = int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max())
+                if not ACCURACY_BAR.met(worst):
+                    raise EngineError(f"plan {plan.describe()} failed its self-check at {depth} bits: output up to {worst} "
+                                      f"levels from the reference (the bar: {ACCURACY_BAR.max_level_difference})")
+        self._checked.add((_identity(plan), _check_depth(plan, bits)))
 
     # ------------------------------------------------------------ running a plan
 
@@ -491,6 +502,18 @@ def require_gpu(device_index: int = 0) -> None:
         raise EngineError(f"no usable CUDA GPU: {status.reason}")
     if device_index >= len(status.devices):
         raise EngineError(f"cuda:{device_index} does not exist ({len(status.devices)} usable device(s))")
+
+
+def _identity(plan: Plan) -> tuple[Any, ...]:
+    """What a plan runs (not when or how it was measured)."""
+    return plan.kind, tuple(c.config for c in plan.layers), plan.fused
+
+
+def _check_depth(plan: Plan, bits: int) -> int:
+    """The depth ``plan``'s self-check runs at for outputs of ``bits``: a layer-wise plan is
+    checked on its float output whatever the depth; a fused one at the depth (float outputs: at
+    16 bits, fused plans there being fp32, srgpu.plans.arithmetics_for)."""
+    return FLOAT_BITS if plan.kind == "layerwise" else min(bits, 16)
 
 
 def _depth_name(bits: int) -> str:

@@ -17,7 +17,8 @@ class GPUOptions:
     plan: run this plan for every frame size instead of choosing one.
     tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
     cache_dir: the plan cache (default srgpu.plans.cache_dir()).
-    self_check: run the starting plan on a small random frame against the CPU reference.
+    self_check: run each plan on a small random frame against the CPU reference before its first use
+        (a fused plan at the output depth it serves; a given plan when the engine is made).
     notify: one line when a measurement starts and one when it ends (what a command-line user
         needs to know why nothing moves for a while)."""
 
