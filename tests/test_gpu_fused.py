@@ -139,7 +139,7 @@ def _set5_lr(shared_data: Path, scale: int):
 
 @pytest.mark.parametrize("arch,scale", [("9-1-5", 2), ("9-1-5", 3), ("9-1-5", 4), ("9-5-5", 2), ("9-5-5", 3)])
 def test_fp16_accuracy_on_set5(cp, shared_data: Path, reference_mat, arch: str, scale: int) -> None:
-    """The authors' weights on real images: fp16 (split) meets the bar wherever it exists (9-1-5);
+    """The authors' weights on real images: fp16 (split) meets the bar;
     fp16-fast's agreement is recorded and stays within a level."""
     from srgpu.kernels.build import device_limits
 
@@ -153,8 +153,8 @@ def test_fp16_accuracy_on_set5(cp, shared_data: Path, reference_mat, arch: str, 
             got = net.run(cp.asarray(lr), out_shape, 255, out=cp.full(out_shape, 0xAB, np.uint8)).get()
             frac, worst = fused.agreement(got, expect)
             print(f"{p} {arch} x{scale} {name}: {frac:.5%} of 8-bit pixels equal to fp32, max difference {worst}")
-            if p == "fp16":
-                assert frac >= SPLIT_EQUAL and worst <= 1
+            if p == "fp16":  # the bar (one level); the split 9-5-5 sums 25 x 64 taps: ~3x the 9-1-5's error
+                assert frac >= (SPLIT_EQUAL if model.f2 == 1 else 0.998) and worst <= 1
             else:
                 assert frac >= 0.9 and worst <= 2
 
@@ -220,13 +220,13 @@ def test_fp16_fast_runs_9_5_5(cp) -> None:
         assert not np.isnan(raw).any() and err <= 1e-2
 
 
-def test_fp16_split_unavailable_for_9_5_5() -> None:
+def test_fp16_split_9_5_5_runs_streamed_only() -> None:
     from srgpu.engine.base import EngineError
     from srgpu.kernels.launch import H100_LIMITS
 
-    assert fused.available(MODELS["9-5-5"], "fp16", H100_LIMITS) is not None
+    assert fused.available(MODELS["9-5-5"], "fp16", H100_LIMITS) is None  # the offered tiles are streamed
     with pytest.raises(EngineError, match="shared memory"):
-        fused.FusedSRCNN(MODELS["9-5-5"], "fp16")
+        fused.FusedSRCNN(MODELS["9-5-5"], "fp16", config=fused.config_for("fp16", 5, stream=0))
 
 
 @pytest.mark.parametrize("precision", fused.ARITHMETICS)

@@ -7,6 +7,7 @@ XDG_CACHE_HOME (srgpu's plans) pointed at folders of this run, so "fresh" means 
 empty, as on a new machine. The process imports srgpu, makes the GPU engine as the CLI does
 (``create_engine('cuda', ..., GPUOptions(precision=...))``, with the planner) and upscales one
 random frame; the figure is the wall time from the process's start to that frame back on the host.
+Then, in the same process, one frame of a size not seen before (what a folder of photos meets).
 
     python3 scripts/benchmarks/bench_startup.py [--arch 9-1-5 --arch 9-5-5] [--bits 8 --bits 10]
         [--size 1920x1080] [--new-size 1280x720] [--cli CLIP] [--json FILE]
@@ -44,14 +45,20 @@ frame = np.random.default_rng(0).integers(0, top + 1, (h, w)).astype(np.uint8 if
 out = engine.upscale_frame([frame], [PlaneSpec((2 * h, 2 * w), True)], top)[0]
 first = time.time() - start
 plan = engine.plan_for((h, w), (2 * h, 2 * w), bits)
+nw, nh = int(sys.argv[6]), int(sys.argv[7])  # then a new size in the same process (a folder of images)
+t = time.time()
+frame = np.random.default_rng(1).integers(0, top + 1, (nh, nw)).astype(frame.dtype)
+engine.upscale_frame([frame], [PlaneSpec((2 * nh, 2 * nw), True)], top)
 print({"import_s": imported, "engine_s": made, "first_frame_s": first, "plan": plan.describe(),
-       "source": plan.source, "notes": notes})
+       "source": plan.source, "notes": notes, "new_size_in_process_s": time.time() - t})
 """
 
 
-def child(arch: str, bits: int, size: tuple[int, int], precision: str, env: dict[str, str]) -> dict:
+def child(arch: str, bits: int, size: tuple[int, int], precision: str, env: dict[str, str],
+          then: tuple[int, int]) -> dict:
     env = dict(env, SRGPU_BENCH_START=repr(time.time()))
-    r = subprocess.run([sys.executable, "-c", CHILD, arch, str(bits), str(size[0]), str(size[1]), precision],
+    r = subprocess.run([sys.executable, "-c", CHILD, arch, str(bits), str(size[0]), str(size[1]), precision,
+                        str(then[0]), str(then[1])],
                        env=env, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         raise SystemExit(f"child failed: {r.stderr[-2000:]}")
@@ -72,6 +79,8 @@ def main() -> int:
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--new-size", default="1280x720")
+    ap.add_argument("--then-size", default="1001x667", help="a new size upscaled after the first frame, "
+                    "in the same process")
     ap.add_argument("--cli", type=Path, help="also time `srgpu upscale CLIP` end to end with empty caches")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -84,11 +93,12 @@ def main() -> int:
                 env = dict(env0, CUPY_CACHE_DIR=f"{tmp}/cupy", XDG_CACHE_HOME=f"{tmp}/xdg")
                 for label, size in (("fresh machine", args.size), ("same size, warm", args.size),
                                     ("new size, warm", args.new_size)):
-                    r = child(arch, bits, parse_size(size), args.precision, env)
+                    r = child(arch, bits, parse_size(size), args.precision, env, parse_size(args.then_size))
                     row = dict(arch=arch, bits=bits, case=label, size=size, **r)
                     rows.append(row)
                     print(f"{arch} {bits}-bit {label:16s} {size:>10s}: first frame {r['first_frame_s']:6.2f} s "
-                          f"(import {r['import_s']:.2f}, engine {r['engine_s']:.2f}) plan {r['source']}: {r['plan']}",
+                          f"(import {r['import_s']:.2f}, engine {r['engine_s']:.2f}); then {args.then_size} in the "
+                          f"same process {r['new_size_in_process_s']:.3f} s; plan {r['source']}: {r['plan']}",
                           flush=True)
     if args.cli:
         with tempfile.TemporaryDirectory(prefix="srgpu-startup-") as tmp:
