@@ -298,4 +298,4 @@ def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     result = runner.invoke(app, ["info"])
     assert result.exit_code == 0
     assert "plan 9-5-5 40x30 -> 80x60 fp32 8-bit: conv1 " in result.output
-    assert "plan 9-1-5 64x48 -> 128x96 fp32: conv1 " in result.output
+    assert "plan 9-1-5 64x48 -> 128x96 fp32 8-bit: conv1 " in result.output
