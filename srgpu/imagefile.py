@@ -12,7 +12,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 
 import cv2
 import numpy as np
@@ -25,6 +25,8 @@ IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", 
 _ICC_BY_OPENCV = frozenset({".png", ".jpg", ".jpeg", ".webp"})
 _TIFF = frozenset({".tif", ".tiff"})
 _STORED_AS_RGB = frozenset({".webp"})  # WebP has no gray: OpenCV writes a gray image as RGB
+PNG_LEVELS = range(0, 10)  # zlib levels for --png-compression; None: OpenCV's own fast default
+ChannelOrder = Literal["rgb", "bgr"]  # of colour pixels in memory; "bgr" is OpenCV's (no swap at either end)
 
 
 class ImageFileError(ValueError):
@@ -35,9 +37,10 @@ class ImageFileError(ValueError):
 class ImageData:
     """A decoded image, upright, and what of its file's metadata srgpu carries over."""
 
-    pixels: np.ndarray  # uint8/uint16: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA
+    pixels: np.ndarray  # uint8/uint16: (H, W) gray, (H, W, 3) RGB or (H, W, 4) RGBA (or BGR(A), see order)
     icc: bytes | None = None  # the ICC colour profile, as stored in the file
     orientation: int = 1  # the EXIF orientation the file gave (already applied to pixels)
+    order: ChannelOrder = "rgb"  # the colour channels' order in ``pixels``
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,10 @@ def read_image(path: str | Path) -> np.ndarray:
     return read_image_data(path).pixels
 
 
-def read_image_data(path: str | Path) -> ImageData:
+def read_image_data(path: str | Path, order: ChannelOrder = "rgb") -> ImageData:
     """The image of ``path`` upright (EXIF orientation applied; libtiff applies a TIFF's own) and its
-    ICC profile."""
+    ICC profile. ``order="bgr"`` keeps OpenCV's channel order (no swap: the GPU's colour kernels
+    read either order)."""
     path = Path(path)
     if not path.is_file():
         raise ImageFileError(f"{path}: no such file")
@@ -78,11 +82,11 @@ def read_image_data(path: str | Path) -> ImageData:
         raise ImageFileError(f"{path}: unsupported sample type {image.dtype} (8- and 16-bit images only)")
     if image.ndim == 3 and image.shape[2] == 1:
         image = image[..., 0]
-    if image.ndim == 3:
+    if image.ndim == 3 and order == "rgb":
         code = cv2.COLOR_BGRA2RGBA if image.shape[2] == 4 else cv2.COLOR_BGR2RGB
         image = cv2.cvtColor(image, code)
     orientation = exif_orientation(exif) if exif else 1
-    return ImageData(upright(image, orientation), icc, orientation)
+    return ImageData(upright(image, orientation), icc, orientation, order)
 
 
 def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | None]:
@@ -112,10 +116,11 @@ def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = Non
 
 
 @contextlib.contextmanager
-def _as_bgr(image: np.ndarray) -> Iterator[np.ndarray]:
+def _as_bgr(image: np.ndarray, order: ChannelOrder = "rgb", restore: bool = True) -> Iterator[np.ndarray]:
     """OpenCV's channel order for the encoder. In place where the array allows, and swapped back
-    afterwards: a copy of a 24000x16000 output would be another 1.15 GB at the peak."""
-    if image.ndim != 3:
+    afterwards unless ``restore`` is False (the caller is done with the image): a copy of a
+    24000x16000 output would be another 1.15 GB at the peak."""
+    if image.ndim != 3 or order == "bgr":
         yield image
         return
     code = cv2.COLOR_RGBA2BGRA if image.shape[2] == 4 else cv2.COLOR_RGB2BGR
@@ -126,19 +131,31 @@ def _as_bgr(image: np.ndarray) -> Iterator[np.ndarray]:
     try:
         yield image
     finally:
-        cv2.cvtColor(image, code, dst=image)  # the swap is its own inverse
+        if restore:
+            cv2.cvtColor(image, code, dst=image)  # the swap is its own inverse
+
+
+def encode_params(ext: str, jpeg_quality: int = 95, png_compression: int | None = None) -> list[int]:
+    """OpenCV's encoder parameters for ``ext``. PNG: OpenCV's default when ``png_compression`` is
+    None (zlib level 1, run-length strategy, one filter: about twice as fast as level 1 with
+    libpng's adaptive filters for files 5-10 % larger, BENCHMARKS.md), else that zlib level (0-9)."""
+    if ext in (".jpg", ".jpeg"):
+        return [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality]
+    if ext == ".webp":
+        return [cv2.IMWRITE_WEBP_QUALITY, 101]  # >100 selects lossless
+    if ext == ".png" and png_compression is not None:
+        if png_compression not in PNG_LEVELS:
+            raise ValueError(f"PNG compression level {png_compression} is not one of 0-9")
+        return [cv2.IMWRITE_PNG_COMPRESSION, png_compression]
+    return []
 
 
 def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int,
-                file: Path | None = None) -> Encoded:
+                file: Path | None = None, png_compression: int | None = None) -> Encoded:
     """Encode ``image`` (OpenCV's channel order) as ``ext``: into memory, or with ``file``
     straight into that file (the encoder streams it: no copy of a large compressed image is held;
     ``data`` is then empty)."""
-    params: list[int] = []
-    if ext in (".jpg", ".jpeg"):
-        params = [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality]
-    elif ext == ".webp":
-        params = [cv2.IMWRITE_WEBP_QUALITY, 101]  # >100 selects lossless
+    params = encode_params(ext, jpeg_quality, png_compression)
     problem = _icc_problem(icc, ext, image) if icc else None
     if icc and problem is None:
         data = _encode_with_icc(image, ext, params, icc, file)
@@ -192,19 +209,23 @@ def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes,
     return buf.tobytes() if ok and buf is not None else None
 
 
-def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None) -> Written:
+def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None,
+                       order: ChannelOrder = "rgb", png_compression: int | None = None,
+                       scratch: bool = False) -> Written:
     """Encode (with the ICC profile ``icc`` where the format holds it), write under srgpu's
     temporary name in the target directory, then publish it (srgpu.outputs): an interrupted run
     never leaves a truncated file under the final name, and without ``replace`` a file that
-    appeared at ``path`` meanwhile is never replaced (OutputExistsError)."""
+    appeared at ``path`` meanwhile is never replaced (OutputExistsError). ``order``: the channel
+    order of ``image``; ``scratch``: the caller is done with ``image``, whose memory the encoder may
+    leave in its own channel order (no swap back of a large output)."""
     path = Path(path)
     if not path.parent.is_dir():
         raise ImageFileError(f"{path.parent}: output directory does not exist")
     tmp, fd = outputs.create_temp(path)
     os.close(fd)
     try:  # the encoder writes the file itself (tmp keeps the suffix that names the format)
-        with _as_bgr(image) as bgr:
-            encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, file=tmp)
+        with _as_bgr(image, order, restore=not scratch) as bgr:
+            encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, file=tmp, png_compression=png_compression)
         size = tmp.stat().st_size
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -10,12 +10,13 @@ before any work. A folder run resumes from the manifest it keeps in the output f
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
-import queue
-import threading
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Literal
@@ -23,11 +24,14 @@ from typing import Callable, Iterable, Literal
 import numpy as np
 
 from . import outputs
+from .bands import band_rows, bands, halo_rows
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
-from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, read_image_data, write_image_atomic
+from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, ImageFileError, read_image_data,
+                        write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
+from .workers import Budget, InOrder, StageClock, StageTimes, cpu_cores, default_budget
 from .video.options import VideoOptions  # configuration only, no ffmpeg: there in every build
 
 # Video support (srgpu.video.api and the ffmpeg stages below it) is its own part; images work in a
@@ -107,6 +111,7 @@ class BatchResult:
     outcomes: tuple[Outcome, ...]
     seconds: float
     single: bool = False
+    stages: StageTimes | None = None  # where the images' time went (srgpu bench FOLDER)
 
     def _with(self, status: Status) -> tuple[Outcome, ...]:
         return tuple(o for o in self.outcomes if o.status == status)
@@ -285,10 +290,8 @@ RowsCallback = Callable[[int, int], None]
 
 
 def band_halo(engine: Engine) -> int:
-    """Input rows a band reads beyond its own on each side so that its own output rows are exact:
-    the network's halo in input rows, plus the bicubic support (2 input rows each side of a
-    sample's centre, +1 for the centre's half-pixel offset)."""
-    return -(-engine.model.halo // engine.scale) + 3
+    """Input rows a band reads beyond its own on each side (srgpu.bands.halo_rows)."""
+    return halo_rows(engine.model.halo, engine.scale)
 
 
 def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | None = None,
@@ -296,28 +299,24 @@ def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | No
     """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
     on either side, so that a large photo needs memory for a band, not for the whole image in
     float64 (a 6000x4000 photo at x2: 13 GB -> 1.6 GB, BENCHMARKS.md). On the CPU engine the result
-    is bit-identical to the whole image: with an integer scale a band that starts at an input row
-    sees the same bicubic phases, and its cut edges' false borders reach only the context rows,
-    which are dropped. ``progress(output_rows_done, output_rows)`` is called after each band."""
+    is bit-identical to the whole image (srgpu.bands says why). ``progress(output_rows_done,
+    output_rows)`` is called after each band."""
     h, w = image.shape[:2]
     scale = engine.scale
-    rows = max(1, (band_output_pixels or BAND_OUTPUT_PIXELS) // max(1, w * scale * scale))
-    if rows >= h:
+    parts = bands(h, band_rows(w, scale, band_output_pixels or BAND_OUTPUT_PIXELS), band_halo(engine))
+    if len(parts) == 1:
         out = upscale_whole(image, engine)
         if progress is not None:
             progress(h * scale, h * scale)
         return out
-    halo = band_halo(engine)
     out = None
-    for k0 in range(0, h, rows):
-        k1 = min(h, k0 + rows)
-        b0, b1 = max(0, k0 - halo), min(h, k1 + halo)
-        part = upscale_whole(image[b0:b1], engine)
+    for band in parts:
+        part = upscale_whole(image[band.b0:band.b1], engine)
         if out is None:
             out = np.empty((h * scale,) + part.shape[1:], part.dtype)
-        out[k0 * scale:k1 * scale] = part[(k0 - b0) * scale:(k1 - b0) * scale]
+        out[band.k0 * scale:band.k1 * scale] = part[band.kept(scale)]
         if progress is not None:
-            progress(k1 * scale, h * scale)
+            progress(band.k1 * scale, h * scale)
     return out
 
 
@@ -366,14 +365,6 @@ def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
     if suffix.lower() in _NO_ALPHA and image.ndim == 3 and image.shape[2] == 4:
         name = f"{src}: " if src else ""
         raise ImageFileError(f"{name}JPEG cannot store the alpha channel; use --format png or webp")
-
-
-def _upscaled_for(src: Path, dst: Path, engine: Engine, progress: RowsCallback | None = None) -> ImageData:
-    """``src`` read (upright) and upscaled, ready to be written to ``dst``'s format."""
-    image = read_image_data(src)
-    _check_alpha(image.pixels, dst.suffix, src)  # before the upscale: a large image would be upscaled for nothing
-    upscaled = upscale_image(image.pixels, engine, progress)
-    return replace(image, pixels=fit_to_format(upscaled, dst.suffix, src))
 
 
 # ---------------------------------------------------------------- the batch
@@ -545,67 +536,197 @@ class _Resume:
         self.manifest.close()
 
 
-class _WriteBehind:
-    """Encodes and writes upscaled images on one background thread while the caller reads and
-    upscales the next (encoding a large PNG costs more than a GPU upscale). Every outcome goes
-    through it, ready-made ones included, so they come back in job order. An exception that is
-    not a per-file failure (e.g. KeyboardInterrupt) is raised again in the caller."""
+@dataclass(frozen=True)
+class ImageOptions:
+    """How a batch's image files are read and written (configuration only; the pixels do not
+    depend on it, so it is not part of the settings a resumed run compares).
 
-    def __init__(self, resume: _Resume | None = None) -> None:
-        self._resume = resume
-        self._todo: queue.Queue = queue.Queue(maxsize=1)  # bounds the images held in memory
-        self._done: queue.Queue = queue.Queue()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="srgpu-image-writer", daemon=True)
-        self._thread.start()
+    jobs: image files decoded at once, and as many encoded at once, on threads (OpenCV's codecs
+        release the GIL); None: one of each per CPU core this process may use.
+    png_compression: zlib level 0-9 of PNG outputs; None: OpenCV's fast default
+        (srgpu.imagefile.encode_params; BENCHMARKS.md has the trade-off).
+    memory_bytes: about how much decoded images read ahead and upscaled images waiting for a
+        writer may hold (srgpu.workers.Budget); None: a quarter of the machine's memory, at most
+        4 GiB. One image always goes through, however large.
+    """
 
-    def put(self, item: tuple[Job, ImageData, float, _Go] | Outcome) -> None:
-        self._todo.put(item)
-        self._raise()
+    jobs: int | None = None
+    png_compression: int | None = None
+    memory_bytes: int | None = None
 
-    def ready(self) -> list[Outcome]:
-        """Outcomes finished so far, in order."""
-        out = []
-        while True:
-            try:
-                out.append(self._done.get_nowait())
-            except queue.Empty:
-                self._raise()
-                return out
+    def __post_init__(self) -> None:
+        if self.jobs is not None and self.jobs < 1:
+            raise BatchError(f"--jobs {self.jobs}: at least 1 file at a time")
+        if self.png_compression is not None and self.png_compression not in PNG_LEVELS:
+            raise BatchError(f"--png-compression {self.png_compression}: choose a zlib level from 0 to 9")
+        if self.memory_bytes is not None and self.memory_bytes < 1:
+            raise BatchError("the memory budget must be at least one byte")
 
-    def close(self, raise_errors: bool = True) -> list[Outcome]:
-        """Wait for everything queued; the remaining outcomes, in order."""
-        self._todo.put(None)
-        self._thread.join()
-        if not raise_errors:
-            self._error = None  # the caller is already raising its own
-        return self.ready()
+    @property
+    def workers(self) -> int:
+        return self.jobs if self.jobs is not None else cpu_cores()
 
-    def _raise(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
 
-    def _run(self) -> None:
-        while (item := self._todo.get()) is not None:
-            if self._error is not None:
-                continue  # stopping: nothing more is written
-            if isinstance(item, Outcome):
-                self._done.put(item)
-                continue
-            job, image, started, go = item
-            try:
-                outcome = self._write(job, image, go)
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                self._error = e  # (its 'begin' stays in the journal: the next run redoes the file)
-                continue
-            self._done.put(replace(outcome, seconds=time.perf_counter() - started))
+READ_AHEAD_PER_WORKER = 2  # images being decoded or waiting for the engine, per reader thread
+FIRST_RATIO = 8.0  # decoded bytes per file byte assumed before any image was read (JPEG ~10, PNG ~2)
 
-    def _write(self, job: Job, image: ImageData, go: _Go) -> Outcome:
-        if self._resume:
-            self._resume.begin(job)
+
+class _Ticket:
+    """An image the plane path upscaled at submit (srgpu.engine.imageproc's tickets wait on the device)."""
+
+    def __init__(self, pixels: np.ndarray) -> None:
+        self._pixels = pixels
+
+    def wait(self) -> np.ndarray:
+        return self._pixels
+
+
+class _PlaneProcessor:
+    """Images through ``upscale_image`` on the calling thread, RGB: the exact path, for engines
+    with no image path of their own (the CPU engine)."""
+
+    order: ChannelOrder = "rgb"
+    in_flight = 0
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def submit(self, image: np.ndarray, progress: RowsCallback | None = None) -> _Ticket:
+        return _Ticket(upscale_image(image, self.engine, progress))
+
+    def close(self) -> None:
+        """Nothing in flight."""
+
+
+@dataclass
+class _Ahead:
+    """A job whose preparation is done: its outcome if it does not run, else how it runs and (an
+    image) its read on a reader thread, with the bytes the budget holds for it."""
+
+    index: int
+    job: Job
+    started: float
+    go: Outcome | _Go
+    read: Future | None = None
+    held: int = 0
+
+
+@dataclass
+class _InFlight:
+    index: int
+    job: Job
+    started: float
+    go: _Go
+    data: ImageData
+    ticket: object
+    held: int
+
+
+class _Readers:
+    """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
+    memory budget let (srgpu.workers.Budget: only while there is room, never blocking)."""
+
+    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock) -> None:
+        self.order = order
+        self.budget = budget
+        self.clock = clock
+        self.limit = READ_AHEAD_PER_WORKER * workers
+        self.ratio = FIRST_RATIO  # decoded bytes per file byte, the largest seen so far
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-reader")
+
+    def estimate(self, job: Job) -> int:
         try:
-            written = write_image_atomic(job.dst, image.pixels, replace=go.replace, icc=image.icc)
+            return int(job.src.stat().st_size * self.ratio)
+        except OSError:
+            return 0  # the read will say what is wrong
+
+    def start(self, job: Job) -> Future:
+        return self._pool.submit(self._read, job)
+
+    def _read(self, job: Job) -> ImageData:
+        t0 = time.perf_counter()
+        try:
+            data = read_image_data(job.src, self.order)
+            _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
+            return data
+        finally:
+            self.clock.add("read", time.perf_counter() - t0)
+
+    def result(self, ahead: _Ahead) -> ImageData | Outcome:
+        """The decoded image (the budget now holds its real size), or the job's failure."""
+        t0 = time.perf_counter()
+        try:
+            data = ahead.read.result()  # type: ignore[union-attr]
+        except ImageFileError as e:
+            return Outcome(ahead.job, "failed", _naming(ahead.job.src, str(e)))
+        except (OSError, MemoryError) as e:
+            return Outcome(ahead.job, "failed", f"{ahead.job.src}: {type(e).__name__}: {e}")
+        finally:
+            self.clock.add("wait_read", time.perf_counter() - t0)
+            self.budget.give_read(ahead.held)
+            ahead.held = 0
+        ahead.held = data.pixels.nbytes
+        self.budget.take_read(ahead.held)
+        with contextlib.suppress(OSError, ZeroDivisionError):
+            self.ratio = max(self.ratio, data.pixels.nbytes / ahead.job.src.stat().st_size)
+        return data
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)  # a decode under way ends by itself
+
+
+class _Writers:
+    """Encodes and writes upscaled images on ``workers`` threads while the calling thread reads
+    and upscales the next ones; each outcome goes into ``outcomes`` under its job's index. An
+    exception that is not a per-file failure (a bug, or KeyboardInterrupt raised inside a write)
+    stops the writing and is raised again in the calling thread."""
+
+    def __init__(self, workers: int, resume: _Resume | None, budget: Budget, outcomes: InOrder[Outcome],
+                 clock: StageClock, png_compression: int | None) -> None:
+        self.resume = resume
+        self.budget = budget
+        self.outcomes = outcomes
+        self.clock = clock
+        self.png_compression = png_compression
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-writer")
+        self._futures: set[Future] = set()
+        self._error: BaseException | None = None
+        self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
+
+    def submit(self, index: int, job: Job, data: ImageData, go: _Go, started: float) -> None:
+        self.raise_error()
+        nbytes = data.pixels.nbytes
+        t0 = time.perf_counter()
+        self.budget.take_write(nbytes)
+        self.clock.add("wait_write", time.perf_counter() - t0)
+        future = self._pool.submit(self._run, index, job, data, go, started, nbytes)
+        self._futures.add(future)
+        future.add_done_callback(self._futures.discard)
+
+    def _run(self, index: int, job: Job, data: ImageData, go: _Go, started: float, nbytes: int) -> None:
+        try:
+            if self._stop:
+                return  # stopping: nothing more is written (the job gets no outcome)
+            t0 = time.perf_counter()
+            try:
+                outcome = self._write(job, data, go)
+            except BaseException as e:  # noqa: BLE001 - handed to the calling thread
+                self._error = self._error or e  # (its 'begin' stays in the journal: the next run redoes it)
+                self._stop = True
+                return
+            finally:
+                self.clock.add("write", time.perf_counter() - t0)
+            self.outcomes.put(index, replace(outcome, seconds=time.perf_counter() - started))
+        finally:
+            self.budget.give_write(nbytes)
+
+    def _write(self, job: Job, data: ImageData, go: _Go) -> Outcome:
+        if self.resume:
+            self.resume.begin(job)
+        try:
+            pixels = fit_to_format(data.pixels, job.dst.suffix, job.src)
+            written = write_image_atomic(job.dst, pixels, replace=go.replace, icc=data.icc, order=data.order,
+                                         png_compression=self.png_compression, scratch=True)
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
@@ -613,69 +734,176 @@ class _WriteBehind:
         except (OSError, MemoryError) as e:
             failed = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
         else:
-            if self._resume:
-                self._resume.finish(job, go, written.size)
+            if self.resume:
+                self.resume.finish(job, go, written.size)
             return Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo))
-        if self._resume:
-            self._resume.abandon(job)
+        if self.resume:
+            self.resume.abandon(job)
         return failed
+
+    def raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def drain(self) -> None:
+        """Wait for every write handed over so far."""
+        for future in list(self._futures):
+            future.exception()  # waits; _run keeps its own exceptions
+        self.raise_error()
+
+    def close(self, finish_queued: bool = True, raise_errors: bool = True) -> None:
+        """Wait for the writes under way, and for the queued ones unless ``finish_queued`` is
+        False (an interrupt: what is being written completes whole, nothing more starts)."""
+        if not finish_queued:
+            self._stop = True
+        self._pool.shutdown(wait=True)
+        if raise_errors:
+            self.raise_error()
+        self._error = None
 
 
 def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
-              on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None) -> BatchResult:
-    """Process every job of ``plan`` in order, by the engine's scale; videos as ``video`` says
-    (srgpu.video.options.VideoOptions). Per-file errors (unreadable, corrupt, unsupported
-    files; a failing video) become 'failed' outcomes and the batch goes on; engine errors and
-    Ctrl-C stop it (no partial file is left under a final name either way). Images are written
-    on a background thread while the next one is upscaled; outcomes are reported in order.
+              on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None,
+              images: ImageOptions = ImageOptions()) -> BatchResult:
+    """Process every job of ``plan``, by the engine's scale; videos as ``video`` says
+    (srgpu.video.options.VideoOptions), image files as ``images`` says (ImageOptions). Per-file
+    errors (unreadable, corrupt, unsupported files; a failing video) become 'failed' outcomes and
+    the batch goes on; engine errors and Ctrl-C stop it (no partial file is left under a final
+    name either way; on an engine error the images already upscaled are written first).
+
+    Images go through three stages at once: reader threads decode the next images, the engine
+    upscales them in job order on this thread (a GPU engine with a few in flight:
+    Engine.image_processor), writer threads encode and publish them; memory in flight is bounded
+    (ImageOptions.memory_bytes). A video runs alone, after the images before it are written.
+    ``on_start(job)`` comes as a job reaches the engine and ``on_done(outcome)`` once its file is
+    complete, both in job order, on this thread. ``on_rows(done, total)``: output rows of the
+    image being upscaled, after each band of a large one (upscale_image).
 
     A folder run keeps a manifest in the output folder (srgpu.manifest) and resumes from it: see
     ``_Resume`` for what becomes of outputs that exist. No output ever replaces a file that
-    appeared at its name during the run, unless ``plan.overwrite``. ``on_rows(done, total)``:
-    output rows of the image being upscaled, after each band of a large one (upscale_image)."""
+    appeared at its name during the run, unless ``plan.overwrite``."""
     started = time.perf_counter()
-    outcomes: list[Outcome] = []
+    reported: list[Outcome] = []
+    outcomes: InOrder[Outcome] = InOrder()
+    clock = StageClock()
+    workers = images.workers
+    budget = Budget(images.memory_bytes or default_budget())
     folders = _OutputFolders()
     resume = None if plan.single else _Resume(plan, engine, video)
-    writer = _WriteBehind(resume)
+    processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
+        or _PlaneProcessor(engine)
+    readers = _Readers(workers, processor.order, budget, clock)
+    writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression)
+    ahead: deque[_Ahead] = deque()
+    in_flight: deque[_InFlight] = deque()
+    planned = 0
 
-    def report(done: list[Outcome]) -> None:
-        for outcome in done:
-            outcomes.append(outcome)
+    def report() -> None:
+        for outcome in outcomes.ready():
+            reported.append(outcome)
             if on_done:
                 on_done(outcome)
 
+    def look_ahead() -> None:
+        """Prepare the next jobs and start their reads, while count and memory allow."""
+        nonlocal planned
+        while planned < len(plan.jobs) and len(ahead) < readers.limit:
+            job = plan.jobs[planned]
+            estimate = readers.estimate(job) if job.kind == "image" else 0
+            if ahead and estimate and not readers.budget.room_for_read(estimate):
+                return  # the engine works on what is read meanwhile, freeing room
+            entry = _Ahead(planned, job, time.perf_counter(), _prepare(job, plan, folders, resume))
+            if job.kind == "image" and isinstance(entry.go, _Go):
+                entry.held = estimate
+                budget.take_read(estimate)
+                entry.read = readers.start(job)
+            ahead.append(entry)
+            planned += 1
+
+    def hand_on(item: _InFlight) -> None:
+        """The oldest image on the engine, waited for and handed to a writer."""
+        t0 = time.perf_counter()
+        try:
+            pixels = item.ticket.wait()  # type: ignore[attr-defined]
+        except (ImageFileError, OSError, MemoryError) as e:
+            outcomes.put(item.index, _failure(item.job, e, time.perf_counter() - item.started))
+            return
+        finally:
+            clock.add("process", time.perf_counter() - t0)
+            budget.give_read(item.held)
+        clock.add("output_pixels", 0.0, pixels.shape[0] * pixels.shape[1])
+        writers.submit(item.index, item.job, replace(item.data, pixels=pixels), item.go, item.started)
+
+    def run_image(entry: _Ahead) -> None:
+        data = readers.result(entry)
+        if isinstance(data, Outcome):
+            outcomes.put(entry.index, replace(data, seconds=time.perf_counter() - entry.started))
+            return
+        t0 = time.perf_counter()
+        try:
+            ticket = processor.submit(data.pixels, on_rows)
+        except (ImageFileError, OSError, MemoryError) as e:
+            budget.give_read(entry.held)
+            outcomes.put(entry.index, _failure(entry.job, e, time.perf_counter() - entry.started))
+            return
+        finally:
+            clock.add("process", time.perf_counter() - t0)
+        clock.add("process", 0.0, 1)  # one more image on the engine
+        clock.add("input_pixels", 0.0, data.pixels.shape[0] * data.pixels.shape[1])
+        in_flight.append(_InFlight(entry.index, entry.job, entry.started, entry.go, data, ticket,  # type: ignore[arg-type]
+                                   entry.held))
+        while len(in_flight) > processor.in_flight:
+            hand_on(in_flight.popleft())
+
+    def finish_in_flight() -> None:
+        while in_flight:
+            hand_on(in_flight.popleft())
+
     try:
-        for job in plan.jobs:
-            report(writer.ready())
+        while planned < len(plan.jobs) or ahead:
+            look_ahead()
+            entry = ahead.popleft()
+            report()
             if on_start:
-                on_start(job)
-            t0 = time.perf_counter()
-            go = _prepare(job, plan, folders, resume)
-            if isinstance(go, Outcome):
-                writer.put(go)
-            elif job.kind == "image":
-                try:
-                    writer.put((job, _upscaled_for(job.src, job.dst, engine, on_rows), t0, go))
-                except ImageFileError as e:
-                    writer.put(Outcome(job, "failed", _naming(job.src, str(e)), time.perf_counter() - t0))
-                except (OSError, MemoryError) as e:
-                    writer.put(Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}", time.perf_counter() - t0))
+                on_start(entry.job)
+            if isinstance(entry.go, Outcome):
+                outcomes.put(entry.index, entry.go)
+            elif entry.job.kind == "image":
+                run_image(entry)
             else:  # a video runs alone: the images before it are written first
-                report(writer.close())
-                writer = _WriteBehind(resume)
-                outcome = _video_job(job, go, engine, video, on_frames, resume)
-                report([replace(outcome, seconds=time.perf_counter() - t0)])
-        report(writer.close())
-    except BaseException:
-        # what is being written completes or fails whole, never half, and is still reported
-        report(writer.close(raise_errors=False))
+                finish_in_flight()
+                writers.drain()
+                report()
+                outcome = _video_job(entry.job, entry.go, engine, video, on_frames, resume)
+                outcomes.put(entry.index, replace(outcome, seconds=time.perf_counter() - entry.started))
+            writers.raise_error()
+        finish_in_flight()
+        writers.close()
+        report()
+    except BaseException as e:
+        # what is being written completes whole, never half, and is still reported; after an
+        # engine error the images it already upscaled are written too, after an interrupt no more
+        in_flight.clear()
+        with contextlib.suppress(Exception):  # the error under way is the one to report
+            processor.close()
+        readers.close()
+        writers.close(finish_queued=not isinstance(e, KeyboardInterrupt), raise_errors=False)
+        report()
         raise
     finally:
+        readers.close()
+        processor.close()
         if resume is not None:
-            resume.close()  # after the writer: every output it published is in the journal
-    return BatchResult(tuple(outcomes), time.perf_counter() - started, plan.single)
+            resume.close()  # after the writers: every output they published is in the journal
+    return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
+
+
+def _failure(job: Job, error: BaseException, seconds: float) -> Outcome:
+    if isinstance(error, ImageFileError):
+        return Outcome(job, "failed", _naming(job.src, str(error)), seconds)
+    return Outcome(job, "failed", f"{job.src}: {type(error).__name__}: {error}", seconds)
 
 
 class _OutputFolders:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import EngineError  # noqa: F401 - re-exported; defined below the kernels
 from ..model import SRCNNModel
 from ..samples import from_unit_float, to_unit_float  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    from .imageproc import ImageProcessor
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,18 @@ class Engine(ABC):
         """A processor for a stream of frames of ``fmt`` (videos). ``slots``: how many frames may
         be between submit and release at once (engines that overlap work use it)."""
         return FrameProcessor(self, fmt)
+
+    def image_processor(self) -> "ImageProcessor | None":
+        """Whole images (interleaved, any size) through the device, colour conversion included
+        (srgpu.engine.imageproc), or None where the engine has no such path: srgpu.images then
+        upscales an image's planes with upscale_frame, the CPU engine's exact path. An engine with
+        the GPU engine's device API (``plane_device`` queued on its CUDA ``stream``) gets the
+        overlapped GPU image path."""
+        if getattr(self, "name", None) == "cuda" and callable(getattr(self, "plane_device", None)):
+            from .imageproc import OverlappedImages
+
+            return OverlappedImages(self)  # type: ignore[arg-type]
+        return None
 
     def close(self) -> None:
         """Release device resources (nothing for the CPU engine)."""
