@@ -162,13 +162,16 @@ class GPUEngine(Engine):
         else:
             self.bicubic_device(src, out, max_value)
 
-    def srcnn_device(self, src: Any, out: Any, max_value: float) -> None:
+    def srcnn_device(self, src: Any, out: Any, max_value: float, bits: int | None = None) -> None:
         """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
-        (dtype uint8/uint16/float32) on ``self.stream``. Work buffers are reused by the next call
-        on this engine, which is ordered after this one by the stream."""
+        (dtype uint8/uint16/float32) on ``self.stream``. ``bits``: the depth of the output this
+        plane ends up in (srgpu.plans.output_bits; default ``out``'s own: a float luma plane of an
+        8-bit image says 8). Work buffers are reused by the next call on this engine, which is
+        ordered after this one by the stream."""
         in_shape, out_shape = tuple(src.shape), tuple(out.shape)
+        bits = output_bits(out.dtype, max_value) if bits is None else bits
         with self._on_device():
-            self._run_plan(self.plan_for(in_shape, out_shape, output_bits(out.dtype, max_value)), src, out, max_value)
+            self._run_plan(self.plan_for(in_shape, out_shape, bits), src, out, max_value)
 
     def bicubic_device(self, src: Any, out: Any, max_value: float) -> None:
         with self._on_device():
