@@ -69,15 +69,16 @@ def bench_model(arch: str, scale: int, model: SRCNNModel | None = None) -> SRCNN
 
 
 def tune(model: SRCNNModel, scale: int, lr_shape: tuple[int, int], device_index: int = 0,
-         options: GPUOptions = GPUOptions(), log: Callable[[str], None] | None = None) -> TuneResult:
+         options: GPUOptions = GPUOptions(), bits: int = 8, log: Callable[[str], None] | None = None) -> TuneResult:
     """``srgpu tune``: measure every candidate for ``lr_shape`` upscaled by ``scale`` on this GPU
-    at ``options.precision`` and cache the chosen plan (in ``options.cache_dir``)."""
+    at ``options.precision`` for outputs of ``bits`` and cache the chosen plan (in
+    ``options.cache_dir``)."""
     from .engine.gpu import GPUEngine, require_gpu
 
     require_gpu(device_index)
     hr_shape = output_size(tuple(lr_shape), scale)
     with GPUEngine(model, scale, device_index, options) as engine:
-        result = measure(engine, tuple(lr_shape), hr_shape, log=log)
+        result = measure(engine, tuple(lr_shape), hr_shape, bits, log=log)
         path = save_cached(result.key, result.plan, result.timings, options.cache_dir)
         return TuneResult(result.key, result.plan, result.timings, result.strip_rows, result.stages_ms, path,
                           result.layerwise)
@@ -95,7 +96,7 @@ def bench(model: SRCNNModel | None = None, arch: str = "9-1-5", scale: int = 2,
     model = bench_model(arch, scale, model)
     hr_shape = output_size(tuple(lr_shape), scale)
     with GPUEngine(model, scale, device_index, GPUOptions(precision=precision)) as engine:
-        result = measure(engine, tuple(lr_shape), hr_shape, log=log)
+        result = measure(engine, tuple(lr_shape), hr_shape, 8, log=log)
         if save_plan:
             save_cached(result.key, result.plan, result.timings)
         layerwise = result.layerwise or result.plan

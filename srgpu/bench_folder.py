@@ -104,10 +104,10 @@ class _TimedPlanner:
         self.seconds = 0.0
         self.count = 0
 
-    def measure(self, engine: Any, lr_shape: tuple[int, int], hr_shape: tuple[int, int]) -> Any:
+    def measure(self, engine: Any, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Any:
         t0 = time.perf_counter()
         try:
-            return self.inner.measure(engine, lr_shape, hr_shape)
+            return self.inner.measure(engine, lr_shape, hr_shape, bits)
         finally:
             self.seconds += time.perf_counter() - t0
             self.count += 1

@@ -85,8 +85,10 @@ def _info(message: str, quiet: bool) -> None:
         tqdm.write(f"srgpu: {message}", file=sys.stderr)
 
 
-PRECISION_HELP = ("GPU arithmetic: fp32, fp16 (tensor cores where they meet the accuracy bar: 8-bit output "
-                  "within one level of fp32), or auto (the fastest plan that meets it). The CPU is always fp32.")
+PRECISION_HELP = ("GPU arithmetic: auto (default: the fastest plan that meets the accuracy bar for the output's "
+                  "bit depth: every sample within one level of fp32, mean Y-PSNR within 0.005 dB), fp16 (the "
+                  "fastest tensor-core plan that meets it; fp32 where none does) or fp32 (exact). The CPU is "
+                  "always fp32.")
 HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engine, the CPU decodes the first "
               "frames while NVDEC starts, and NVDEC takes over once it has given exactly the same frames, freeing "
               "CPU for the encoder), no (the CPU decodes) or nvdec (insist from the first frame, or fail saying why).")
@@ -504,6 +506,8 @@ def tune_command(
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="9-1-5, 9-5-5, or an .npz/.mat file."),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to tune for."),
     precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
+    bits: int = typer.Option(8, "--bits", metavar="8|10|12|16", help="Output bit depth to tune for (which kernel "
+                             "arithmetics meet the accuracy bar depends on it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
 ) -> None:
     """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
@@ -513,9 +517,11 @@ def tune_command(
     with _reported():
         index = _cuda_index(device)
         srcnn = resolve_model(model, scale)
-        result = tuning.tune(srcnn, scale, lr_shape, index, GPUOptions(precision=precision),
+        if bits not in (8, 10, 12, 16):
+            raise typer.BadParameter(f"--bits {bits}: use 8, 10, 12 or 16")
+        result = tuning.tune(srcnn, scale, lr_shape, index, GPUOptions(precision=precision), bits,
                              log=None if quiet else lambda s: _info(s, False))
-        print(f"plan for {size} x{scale} on {result.key.gpu}: {result.plan.kind}: {result.plan.describe()}")
+        print(f"plan for {size} x{scale} {bits}-bit on {result.key.gpu}: {result.plan.kind}: {result.plan.describe()}")
         if result.cache_path:
             print(f"cached in {result.cache_path}")
 
@@ -626,7 +632,7 @@ def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:
     lines = []
     for key, plan in cached_plans(gpu_key(name, compute_capability)):
         (h, w), (oh, ow) = key.lr_shape, key.hr_shape
-        lines.append(f"    plan {key.arch} {w}x{h} -> {ow}x{oh} {key.precision}: {plan.describe()}")
+        lines.append(f"    plan {key.arch} {w}x{h} -> {ow}x{oh} {key.precision} {key.bits}-bit: {plan.describe()}")
     return lines or ["    no tuned plan cached (srgpu tune)"]
 
 

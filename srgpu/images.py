@@ -376,8 +376,8 @@ FramesCallback = Callable[[int, "int | None"], None]
 
 # Raise when srgpu's image processing changes what the same source, model and scale give, so that
 # a resumed folder run redoes the outputs made before. Device and precision are not part of a
-# run's settings: every engine meets the accuracy bar (within one 8-bit level of fp32), and a
-# resume should not redo a folder because it runs on another machine.
+# run's settings: every engine meets the accuracy bar (within one level of fp32 at the output's
+# depth), and a resume should not redo a folder because it runs on another machine.
 IMAGE_PIPELINE = 1
 _VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream")
 

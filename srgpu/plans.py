@@ -33,7 +33,7 @@ from .kernels.fused.tiles import ARITHMETICS, Arithmetic
 from .model import SRCNNModel
 
 CACHE_FORMAT = "srgpu-plan"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: keyed by output bit depth
 FUSED_BACKENDS = ("srgpu.kernels.fused",)  # modules a fused plan may name (fused_candidates, fused_runner)
 
 PlanKind = Literal["layerwise", "fused"]
@@ -44,6 +44,8 @@ PlanKind = Literal["layerwise", "fused"]
 Precision = Literal["fp32", "fp16", "auto"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
+FLOAT_BITS = 32  # the "bit depth" of a float32 output plane: no level to be within, fp32 only
+
 
 def parse_precision(value: str) -> Precision:
     """A user's --precision, checked (EngineError naming the choices)."""
@@ -52,25 +54,55 @@ def parse_precision(value: str) -> Precision:
     return value  # type: ignore[return-value]
 
 
-def arithmetics_for(precision: Precision) -> tuple[Arithmetic, ...]:
-    """The fused kernel arithmetics a plan for ``precision`` may use: fp16 is the split hi + lo
-    scheme that meets the accuracy bar, never plain fp16 ("fp16-fast"); auto takes either."""
-    return {"fp32": ("fp32",), "fp16": ("fp16",), "auto": ("fp32", "fp16")}[precision]
+def output_bits(dtype: Any, max_value: float) -> int:
+    """The bit depth of an output plane, where it enters the engine: 8 for uint8, the bits of
+    ``max_value`` for uint16 (1023 -> 10, 65535 -> 16), FLOAT_BITS for float32."""
+    dtype = np.dtype(dtype)
+    if dtype == np.uint8:
+        return 8
+    if dtype == np.uint16:
+        return max(1, int(round(max_value))).bit_length()
+    return FLOAT_BITS
 
 
 @dataclass(frozen=True)
 class AccuracyBar:
-    """What a reduced-precision plan must give on 8-bit output against the fp32 network: no
-    sample more than ``max_level_difference`` levels off, at least ``equal_fraction`` equal."""
+    """When a kernel arithmetic may serve an output bit depth, judged against the fp32 kernel on
+    the check set (scripts/benchmarks/fused_accuracy.py): (1) no output sample more than
+    ``max_level_difference`` levels off at that depth, and (2) mean Y-PSNR against ground truth
+    within ``max_psnr_change_db``. The engine's start-up self-check enforces (1)."""
 
     max_level_difference: int
-    equal_fraction: float
+    max_psnr_change_db: float
 
-    def met(self, equal_fraction: float, max_level_difference: int) -> bool:
-        return max_level_difference <= self.max_level_difference and equal_fraction >= self.equal_fraction
+    def met(self, max_level_difference: int, psnr_change_db: float = 0.0) -> bool:
+        return max_level_difference <= self.max_level_difference and abs(psnr_change_db) <= self.max_psnr_change_db
 
 
-ACCURACY_BAR = AccuracyBar(max_level_difference=1, equal_fraction=0.999)
+ACCURACY_BAR = AccuracyBar(max_level_difference=1, max_psnr_change_db=0.005)
+
+# The highest output bit depth at which each kernel arithmetic met ACCURACY_BAR for every shipped
+# model and scale on the check set (BENCHMARKS.md, "The accuracy bar per bit depth"; measured with
+# scripts/benchmarks/fused_accuracy.py). fp16-fast keeps 11 bits: about one 8-bit level of error,
+# two or more at 10 bits. The split fp16 keeps ~22 bits.
+SERVES_UP_TO_BITS: dict[Arithmetic, int] = {"fp32": FLOAT_BITS, "fp16": 16, "fp16-fast": 8}
+
+
+def serves(arithmetic: Arithmetic, bits: int) -> bool:
+    """Whether ``arithmetic`` meets the accuracy bar for outputs of ``bits``."""
+    return bits <= SERVES_UP_TO_BITS[arithmetic]
+
+
+def arithmetics_for(precision: Precision, bits: int) -> tuple[Arithmetic, ...]:
+    """The fused kernel arithmetics a plan for ``precision`` may use on outputs of ``bits``:
+    fp32 exact; fp16 the tensor-core arithmetics that meet the bar at that depth (fp32 where none
+    does: a 16-bit float output cannot be served by fp16); auto fp32 and those."""
+    fp16 = tuple(a for a in ("fp16", "fp16-fast") if serves(a, bits))  # type: ignore[arg-type]
+    if precision == "fp32":
+        return ("fp32",)
+    if precision == "fp16":
+        return fp16 or ("fp32",)
+    return ("fp32",) + fp16
 
 
 # ---------------------------------------------------------------- plans
@@ -215,24 +247,38 @@ class PlanKey:
     lr_shape: tuple[int, int]
     hr_shape: tuple[int, int]
     precision: Precision
+    bits: int  # output bit depth (output_bits): which arithmetics meet the bar depends on it
     kernels: str  # digest of the kernel sources the plan was measured with
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu": self.gpu, "arch": self.arch, "lr_shape": list(self.lr_shape),
-                "hr_shape": list(self.hr_shape), "precision": self.precision, "kernels": self.kernels}
+                "hr_shape": list(self.hr_shape), "precision": self.precision, "bits": self.bits,
+                "kernels": self.kernels}
+
+    @classmethod
+    def from_dict(cls, k: Any) -> "PlanKey":
+        """KeyError / TypeError / ValueError on anything malformed."""
+        return cls(str(k["gpu"]), str(k["arch"]), (int(k["lr_shape"][0]), int(k["lr_shape"][1])),
+                   (int(k["hr_shape"][0]), int(k["hr_shape"][1])), parse_precision(k["precision"]), int(k["bits"]),
+                   str(k["kernels"]))
 
     @property
     def filename(self) -> str:
-        """Stable per GPU/arch/size/precision: a stale entry is overwritten, not accumulated."""
+        """Stable per GPU/arch/size/precision/depth: a stale entry is overwritten, not accumulated."""
         slug = re.sub(r"[^A-Za-z0-9]+", "-", self.gpu).strip("-")
         lr, hr = "x".join(map(str, self.lr_shape)), "x".join(map(str, self.hr_shape))
-        return f"{slug}_{self.arch}_{lr}_to_{hr}_{self.precision}.json"
+        return f"{slug}_{self.arch}_{lr}_to_{hr}_{self.precision}_{self.bits}bit.json"
+
+    def same_kind(self, other: "PlanKey") -> bool:
+        """The same GPU model, architecture, precision, depth and kernels (any frame size)."""
+        return (self.gpu, self.arch, self.precision, self.bits, self.kernels) == (
+            other.gpu, other.arch, other.precision, other.bits, other.kernels)
 
 
 def plan_key(gpu: str, arch: str, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
-             precision: Precision) -> PlanKey:
+             precision: Precision, bits: int) -> PlanKey:
     """The key of a plan measured now: ``gpu`` is DeviceLimits.key, the kernels the current sources."""
-    return PlanKey(gpu, arch, tuple(lr_shape), tuple(hr_shape), precision, sources_digest())
+    return PlanKey(gpu, arch, tuple(lr_shape), tuple(hr_shape), precision, bits, sources_digest())
 
 
 def cache_dir() -> Path:
@@ -284,12 +330,31 @@ def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey,
     for path in sorted((directory or cache_dir()).glob("*.json")):
         try:
             data = json.loads(path.read_text())
-            k = data["key"]
-            key = PlanKey(k["gpu"], k["arch"], tuple(k["lr_shape"]), tuple(k["hr_shape"]), k["precision"], k["kernels"])
+            key = PlanKey.from_dict(data["key"])
             if (key.gpu != gpu or key.kernels != digest or data.get("format") != CACHE_FORMAT
                     or data.get("version") != CACHE_VERSION):  # the same staleness rule as load_cached
                 continue
             found.append((key, Plan.from_dict(data["plan"], source="cache")))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, IndexError, EngineError):
             continue
     return found
+
+
+def nearest_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[ConvLayer] = ()) -> Plan | None:
+    """A cached plan of the same kind as ``key`` (GPU model, architecture, precision, depth,
+    kernels) measured for another frame size, the nearest in output pixels and at the same scale
+    where there is one: the kernels are tiled, so the choice hardly depends on the frame size, and
+    a new size then starts without a measurement."""
+    def distance(k: PlanKey) -> tuple[bool, float]:
+        ratio = (k.hr_shape[0] * key.lr_shape[0], k.hr_shape[1] * key.lr_shape[1]) != (
+            key.hr_shape[0] * k.lr_shape[0], key.hr_shape[1] * k.lr_shape[1])
+        area = k.hr_shape[0] * k.hr_shape[1] / max(1, key.hr_shape[0] * key.hr_shape[1])
+        return ratio, abs(np.log(max(area, 1e-9)))
+
+    candidates = sorted((k for k, _ in cached_plans(key.gpu, directory) if k.same_kind(key) and k != key), key=distance)
+    for k in candidates:
+        plan = load_cached(k, directory, layers)
+        if plan is not None:
+            return Plan(plan.kind, plan.layers, plan.fused, None,
+                        f"cache ({k.lr_shape[1]}x{k.lr_shape[0]} -> {k.hr_shape[1]}x{k.hr_shape[0]})")
+    return None

@@ -1,4 +1,11 @@
-"""Measuring plans: time every candidate on the real frame size and keep the fastest.
+"""Choosing plans: quickly by a cost model when a run needs one, or by timing every candidate on the
+real frame size (``srgpu tune``).
+
+The quick choice (:func:`choose`, what an engine's planner does by default) compiles and checks the
+top-ranked tile of the fastest kernel arithmetic that meets the accuracy bar for the output depth
+(ARITHMETIC_RANK; the tiles of an arithmetic are ranked in srgpu.kernels.fused.tiles.CANDIDATES),
+and times it against the default layer-wise plan only where the cost model cannot tell (fp32).
+One compile instead of dozens: a first run on a fresh machine starts in seconds.
 
 The engine (srgpu.engine.gpu) is handed a :class:`Tuner` as its planner when it may measure; it
 never imports this module, and this module only uses the engine it is given. Plans, their key,
@@ -28,8 +35,14 @@ import numpy as np
 from .errors import EngineError
 from .kernels.conv import candidates, default_config
 from .kernels.timing import time_ms
-from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Timing, arithmetics_for, plan_key,
-                    save_cached)
+from .kernels.fused.tiles import Arithmetic
+from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Timing, arithmetics_for, default_plan,
+                    plan_key, save_cached)
+
+# Kernel arithmetics, fastest first: on every model, scale and GPU measured so far each is at least
+# 1.8x faster than the next (BENCHMARKS.md "Fused kernels": 1080p -> 4K on the H100, 9-1-5 0.59 /
+# 1.10 / 3.36 ms, 9-5-5 4.2 / 13.8 / 36.9 ms), so the quick choice needs no timing between them.
+ARITHMETIC_RANK: tuple[Arithmetic, ...] = ("fp16-fast", "fp16", "fp32")
 
 if TYPE_CHECKING:  # the engine is given to the tuner, never imported by it
     from .engine.gpu import GPUEngine
@@ -48,14 +61,16 @@ class TuneResult:
 
 @dataclass(frozen=True)
 class Tuner:
-    """The planner an engine that may measure is handed (srgpu.engine.gpu.Planner): measures a
-    frame size and caches the plan where the engine reads its cache. ``log``: every candidate's
-    timing."""
+    """The planner an engine that may measure is handed (srgpu.engine.gpu.Planner): chooses a plan
+    for a frame size and output depth, quickly (:func:`choose`) or with the whole search
+    (``full``, :func:`measure`), and caches it where the engine reads its cache. ``log``: every
+    candidate's timing."""
 
     log: Callable[[str], None] | None = None
+    full: bool = False
 
-    def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int]) -> Plan:
-        result = measure(engine, lr_shape, hr_shape, log=self.log)
+    def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan:
+        result = (measure if self.full else choose)(engine, lr_shape, hr_shape, bits, log=self.log)
         save_cached(result.key, result.plan, result.timings, engine.options.cache_dir)
         return result.plan
 
@@ -73,16 +88,78 @@ def fused_backends() -> list[Any]:
     return found
 
 
-def measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], seed: int = 0,
+def choose(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int,
+           log: Callable[[str], None] | None = None) -> TuneResult:
+    """The quick choice: the first tile, in ARITHMETIC_RANK and tile order, of an arithmetic the
+    engine's precision allows at ``bits`` that compiles and passes its self-check; timed against
+    the default layer-wise plan when it is fp32 (or when no fused tile runs)."""
+    log = log or (lambda s: None)
+    lr_shape, hr_shape = tuple(lr_shape), tuple(hr_shape)
+    allowed = arithmetics_for(engine.precision, bits)
+    timings: list[Timing] = []
+    chosen: Plan | None = None
+    with engine.device, engine.stream:
+        for arithmetic in (a for a in ARITHMETIC_RANK if a in allowed):
+            for choice in _fused_choices(engine, (arithmetic,), log):
+                plan = _timed_fused(engine, choice, lr_shape, hr_shape, bits, timings, log)
+                if plan is not None:
+                    chosen = plan
+                    break
+            if chosen is not None:
+                break
+        if chosen is None or (chosen.fused is not None and chosen.fused.arithmetic == "fp32"):
+            layerwise = default_plan(engine.model)
+            ms, _ = engine.time_network(layerwise, lr_shape, hr_shape, bits)
+            timings.append(Timing("network", "layer-wise (default variants)", ms))
+            log(f"network layer-wise default {ms:9.3f} ms")
+            if chosen is None or chosen.ms is None or ms < chosen.ms:
+                chosen = Plan("layerwise", layerwise.layers, None, ms, "quick")
+    key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision, bits)
+    return TuneResult(key, chosen, tuple(timings))
+
+
+def _fused_choices(engine: GPUEngine, arithmetics: tuple[Arithmetic, ...],
+                   log: Callable[[str], None]) -> list[FusedChoice]:
+    """Every fused tile of ``arithmetics`` the installed backends offer for the engine's model and
+    device, ranked as the backends rank them."""
+    out = []
+    for backend in fused_backends():
+        try:
+            configs = backend.fused_candidates(engine.model, engine.limits, arithmetics)
+        except EngineError as e:
+            log(f"fused backend {backend.__name__}: {e}")
+            continue
+        out += [FusedChoice(backend.__name__, f"fused-{cfg.kernel}", cfg.params, cfg.arithmetic) for cfg in configs]
+    return out
+
+
+def _timed_fused(engine: GPUEngine, choice: FusedChoice, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
+                 bits: int, timings: list[Timing], log: Callable[[str], None]) -> Plan | None:
+    """The fused plan of ``choice``, self-checked at ``bits`` and timed (None, with the reason in
+    ``timings``, when it cannot run or misses the bar)."""
+    plan = Plan("fused", (), choice, None, "tuned")
+    try:
+        engine.check_plan(plan, bits)
+        ms, _ = engine.time_network(plan, lr_shape, hr_shape, bits)
+    except EngineError as e:
+        timings.append(Timing("network", f"fused {choice.label}", None, str(e), None, choice))
+        log(f"network fused {choice.label}: {e}")
+        return None
+    timings.append(Timing("network", f"fused {choice.label}", ms, None, None, choice))
+    log(f"network fused {choice.label:20s} {ms:9.3f} ms")
+    return Plan("fused", (), choice, ms, "quick")
+
+
+def measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8, seed: int = 0,
             log: Callable[[str], None] | None = None) -> TuneResult:
     """Time every candidate of every layer (and every fused candidate the engine's precision
-    allows) on this frame size with ``engine``; return the fastest plan, checked against the CPU
-    reference."""
+    allows at output depth ``bits``) on this frame size with ``engine``; return the fastest plan,
+    checked against the CPU reference."""
     with engine.device, engine.stream:
-        return _measure(engine, tuple(lr_shape), tuple(hr_shape), seed, log)
+        return _measure(engine, tuple(lr_shape), tuple(hr_shape), bits, seed, log)
 
 
-def _measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], seed: int,
+def _measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int, seed: int,
              log: Callable[[str], None] | None) -> TuneResult:
     import cupy as cp
 
@@ -122,28 +199,12 @@ def _measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, 
             raise EngineError(f"{layer.name}: no convolution variant could run on this GPU")
         best.append(chosen)
     plan = Plan("layerwise", tuple(best), source="tuned")
-    network_ms, stages = engine.time_network(plan, lr_shape, hr_shape)
+    network_ms, stages = engine.time_network(plan, lr_shape, hr_shape, bits)
     plan = layerwise = Plan("layerwise", tuple(best), None, network_ms, "tuned")
-    arithmetics = arithmetics_for(engine.precision)
-    for backend in fused_backends():
-        try:
-            configs = backend.fused_candidates(engine.model, engine.limits, arithmetics)
-        except EngineError as e:
-            log(f"fused backend {backend.__name__}: {e}")
-            continue
-        for cfg in configs:
-            choice = FusedChoice(backend.__name__, f"fused-{cfg.kernel}", cfg.params, cfg.arithmetic)
-            fplan = Plan("fused", (), choice, None, "tuned")
-            try:
-                engine.check_plan(fplan)
-                ms, _ = engine.time_network(fplan, lr_shape, hr_shape)
-                timings.append(Timing("network", f"fused {choice.label}", ms, None, None, choice))
-                log(f"network fused {choice.label:20s} {ms:9.3f} ms")
-                if plan.ms is None or ms < plan.ms:
-                    plan = Plan("fused", (), choice, ms, "tuned")
-            except EngineError as e:
-                timings.append(Timing("network", f"fused {choice.label}", None, str(e), None, choice))
-                log(f"network fused {choice.label}: {e}")
-    engine.check_plan(plan)
-    key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision)
+    for choice in _fused_choices(engine, arithmetics_for(engine.precision, bits), log):
+        fplan = _timed_fused(engine, choice, lr_shape, hr_shape, bits, timings, log)
+        if fplan is not None and fplan.ms is not None and (plan.ms is None or fplan.ms < plan.ms):
+            plan = Plan("fused", (), choice, fplan.ms, "tuned")
+    engine.check_plan(plan, bits)
+    key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision, bits)
     return TuneResult(key, plan, tuple(timings), rows, stages, None, layerwise)

@@ -71,13 +71,32 @@ def cpu_engine(random_npz: Path):
     return CPUEngine(load_npz(random_npz), 2)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_plan_cache(tmp_path_factory: pytest.TempPathFactory):
+    """srgpu's plan cache ($XDG_CACHE_HOME/srgpu/plans) in a folder of this test session, for the
+    tests and every srgpu they start: a plan cached by an earlier run (any size serves a new one)
+    must not decide what a test runs, nor a test's plan outlive the session."""
+    import os
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
 @pytest.fixture(scope="module")
-def random_gpu_engine():
-    """A GPU engine for a seeded random 9-1-5 x2 model, without autotuning (GPU tests only)."""
+def random_gpu_engine(tmp_path_factory: pytest.TempPathFactory):
+    """A GPU engine for a seeded random 9-1-5 x2 model, fp32 (the tests hold it to the CPU
+    engine), with a plan cache of its own and no autotuning (GPU tests only)."""
     from srgpu.engine.gpu import GPUEngine
+    from srgpu.engine.options import GPUOptions
     from srgpu.model import random_model
 
-    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2)  # no planner: no autotuning
+    options = GPUOptions(precision="fp32", cache_dir=tmp_path_factory.mktemp("plans"))
+    engine = GPUEngine(random_model("9-1-5", seed=5, scale=2), 2, 0, options)  # no planner: no autotuning
     yield engine
     engine.close()
 

@@ -242,3 +242,34 @@ def test_bench_folder_on_the_gpu(tmp_path: Path, make_image) -> None:
     assert first["images"] == warm["images"] == 4 and report["codec_floor"]["seconds"] > 0
     assert first["plans_measured"] == 1 and first["plan_s"] > 0 and warm["plans_measured"] == 0
     assert "cuda" in report["engine"] or "GPU" in report["engine"]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_auto_precision_follows_the_image_depth(tmp_path: Path, dtype: type) -> None:
+    """With the default precision the luma of an 8-bit image runs the fastest plan that meets the
+    bar at 8 bits (fp16-fast), and a 16-bit image's one that meets it at 16 (never fp16-fast):
+    the depth of the image decides, not the float plane the luma passes through. The pixels stay
+    close to the CPU engine's (one level of luma, spread over R, G and B by the colour matrix)."""
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.engine.gpu import GPUEngine
+    from srgpu.engine.options import GPUOptions
+    from srgpu.images import upscale_whole
+    from srgpu.model import random_model
+    from srgpu.tune import Tuner
+
+    model = random_model("9-1-5", seed=5, scale=2)
+    engine = GPUEngine(model, 2, 0, GPUOptions(cache_dir=tmp_path), Tuner())
+    image_rgb = _random((61, 83, 3), dtype, seed=3)
+    processor = engine.image_processor()
+    try:
+        got = _to_rgb(processor.submit(_to_rgb(image_rgb)).wait())
+    finally:
+        processor.close()
+    bits = 8 if dtype == np.uint8 else 16
+    plan = engine.plan_for((61, 83), (122, 166), bits)
+    assert (plan.kind == "fused" and plan.fused.arithmetic == "fp16-fast") == (bits == 8)
+    cpu = upscale_whole(image_rgb, CPUEngine(model, 2))
+    diff = np.abs(got.astype(np.int64) - cpu.astype(np.int64))
+    print(f"auto, {bits}-bit image: {plan.describe()}; {np.mean(diff == 0):.5f} equal to the CPU, max {diff.max()}")
+    assert diff.max() <= 2
+    engine.close()

@@ -23,6 +23,10 @@ from srgpu.kernels import fused
 from srgpu.model import load_mat, random_model
 from srgpu.plans import ACCURACY_BAR
 
+# The split fp16 keeps ~22 bits: at least 99.9 % of 8-bit samples equal the reference. A check of
+# the split scheme itself, stricter than the accuracy bar users are promised (srgpu.plans).
+SPLIT_EQUAL = 0.999
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 
@@ -135,7 +139,7 @@ def _set5_lr(shared_data: Path, scale: int):
 
 @pytest.mark.parametrize("arch,scale", [("9-1-5", 2), ("9-1-5", 3), ("9-1-5", 4), ("9-5-5", 2), ("9-5-5", 3)])
 def test_fp16_accuracy_on_set5(cp, shared_data: Path, reference_mat, arch: str, scale: int) -> None:
-    """The authors' weights on real images: fp16 (split) meets the bar wherever it exists (9-1-5);
+    """The authors' weights on real images: fp16 (split) meets the bar;
     fp16-fast's agreement is recorded and stays within a level."""
     from srgpu.kernels.build import device_limits
 
@@ -149,8 +153,8 @@ def test_fp16_accuracy_on_set5(cp, shared_data: Path, reference_mat, arch: str, 
             got = net.run(cp.asarray(lr), out_shape, 255, out=cp.full(out_shape, 0xAB, np.uint8)).get()
             frac, worst = fused.agreement(got, expect)
             print(f"{p} {arch} x{scale} {name}: {frac:.5%} of 8-bit pixels equal to fp32, max difference {worst}")
-            if p == "fp16":
-                assert frac >= ACCURACY_BAR.equal_fraction and worst <= 1
+            if p == "fp16":  # the bar (one level); the split 9-5-5 sums 25 x 64 taps: ~3x the 9-1-5's error
+                assert frac >= (SPLIT_EQUAL if model.f2 == 1 else 0.998) and worst <= 1
             else:
                 assert frac >= 0.9 and worst <= 2
 
@@ -171,7 +175,7 @@ def test_fp16_accuracy_random(cp, arch: str) -> None:
             print(f"fp16 {arch} {np.dtype(dtype).name} {lr_shape}->{out_shape}: raw err {err:.3g}, {frac:.4%} equal, max {worst}")
             assert err <= 2e-5 and worst <= 1
             # the bar is for 8-bit output; 10-bit levels are 4x finer, so 4x the off-by-one share
-            bar = ACCURACY_BAR.equal_fraction if dtype == np.uint8 else 1 - 4 * (1 - ACCURACY_BAR.equal_fraction)
+            bar = SPLIT_EQUAL if dtype == np.uint8 else 1 - 4 * (1 - SPLIT_EQUAL)
             assert frac >= bar or out_shape[0] * out_shape[1] < 1000  # tiny planes: one sample is > 0.1 %
 
 
@@ -201,7 +205,7 @@ def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
             assert err <= tol, cfg.label
             assert np.array_equal(outs[0], outs[1])
             if precision == "fp16" and dtype == np.uint8:
-                assert worst <= 1 and frac >= ACCURACY_BAR.equal_fraction, (cfg.label, frac, worst)
+                assert worst <= 1 and frac >= SPLIT_EQUAL, (cfg.label, frac, worst)
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:
@@ -216,13 +220,13 @@ def test_fp16_fast_runs_9_5_5(cp) -> None:
         assert not np.isnan(raw).any() and err <= 1e-2
 
 
-def test_fp16_split_unavailable_for_9_5_5() -> None:
+def test_fp16_split_9_5_5_runs_streamed_only() -> None:
     from srgpu.engine.base import EngineError
     from srgpu.kernels.launch import H100_LIMITS
 
-    assert fused.available(MODELS["9-5-5"], "fp16", H100_LIMITS) is not None
+    assert fused.available(MODELS["9-5-5"], "fp16", H100_LIMITS) is None  # the offered tiles are streamed
     with pytest.raises(EngineError, match="shared memory"):
-        fused.FusedSRCNN(MODELS["9-5-5"], "fp16")
+        fused.FusedSRCNN(MODELS["9-5-5"], "fp16", config=fused.config_for("fp16", 5, stream=0))
 
 
 @pytest.mark.parametrize("precision", fused.ARITHMETICS)
@@ -268,7 +272,7 @@ def test_fold_path_matches_reference(cp, precision: str) -> None:
             if dtype != np.float32:
                 frac, worst = fused.agreement(outs[0], fused.reference(plane, out_shape, max_value(dtype), model))
                 if precision in ("fp32", "fp16"):
-                    assert worst <= 1 and frac >= ACCURACY_BAR.equal_fraction, (frac, worst)
+                    assert worst <= 1 and frac >= SPLIT_EQUAL, (frac, worst)
                 else:  # plain fp16: measured, bounded (10-bit levels are 4x finer)
                     assert worst <= (1 if dtype == np.uint8 else 4), (frac, worst)
         assert exact_x2_tiles > 0, cfg.label  # the fold path ran (tall tiles: in the 270 x 480 frame)
@@ -286,7 +290,7 @@ def test_strided_input_and_output(cp) -> None:
     got = dst.get()
     assert (got[:, :20] == 7).all() and (got[:, 110:] == 7).all()
     frac, worst = fused.agreement(got[:, 20:110], fused.reference(plane, (60, 90), 255, model))
-    assert frac >= ACCURACY_BAR.equal_fraction and worst <= 1
+    assert frac >= SPLIT_EQUAL and worst <= 1
 
 
 def test_8k_output_and_4k_memory(cp) -> None:
@@ -303,10 +307,10 @@ def test_8k_output_and_4k_memory(cp) -> None:
         out = fused.FusedSRCNN(model, p).run(src, (4320, 7680), 255, out=cp.full((4320, 7680), 0xAB, np.uint8))
         outs[p] = out.get()
         frac, worst = fused.agreement(outs[p][:180, :280], crop_ref)
-        assert frac >= ACCURACY_BAR.equal_fraction and worst <= 1, p
+        assert frac >= SPLIT_EQUAL and worst <= 1, p
     frac, worst = fused.agreement(outs["fp16"], outs["fp32"])
     print(f"8K: fp16 vs fp32 {frac:.5%} equal, max {worst}")
-    assert frac >= ACCURACY_BAR.equal_fraction and worst <= 1
+    assert frac >= SPLIT_EQUAL and worst <= 1
     del outs, src
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
@@ -324,7 +328,7 @@ def test_8k_output_and_4k_memory(cp) -> None:
 
 def test_tuner_hook_through_engine(cp) -> None:
     """fused_candidates / fused_runner as srgpu.tune and the GPU engine call them: the engine's
-    own self-check (>= 99.9 % equal 8-bit) passes and frames match the CPU engine."""
+    own self-check (within one level at 8 bits) passes and frames match the CPU engine."""
     from srgpu.engine.cpu import CPUEngine
     from srgpu.engine.gpu import GPUEngine
     from srgpu.kernels.build import device_limits
@@ -332,7 +336,7 @@ def test_tuner_hook_through_engine(cp) -> None:
     from srgpu.plans import FusedChoice, Plan, arithmetics_for
 
     model = random_model("9-1-5", seed=3, scale=2)
-    configs = fused.fused_candidates(model, device_limits(0), arithmetics_for("auto"))
+    configs = fused.fused_candidates(model, device_limits(0), arithmetics_for("auto", 10))
     choices = [FusedChoice("srgpu.kernels.fused", f"fused-{c.kernel}", c.params, c.arithmetic) for c in configs]
     assert {c.arithmetic for c in choices} == {"fp32", "fp16"}
     rng = np.random.default_rng(43)
@@ -342,7 +346,7 @@ def test_tuner_hook_through_engine(cp) -> None:
         engine = GPUEngine(model, 2, 0, GPUOptions(plan=Plan("fused", (), choice)))
         got = engine.srcnn_plane(plane, (180, 242), 255)
         frac, worst = fused.agreement(got, expect)
-        assert frac >= ACCURACY_BAR.equal_fraction and worst <= 1, choice.label
+        assert frac >= SPLIT_EQUAL and worst <= 1, choice.label
         engine.close()
 
 
@@ -368,7 +372,7 @@ def test_candidate_tiles(cp, precision: str, arch: str) -> None:
         print(f"{net.name}: raw err {err:.3g}, 8-bit {frac:.4%} equal, max {worst}")
         assert not np.isnan(raw).any()
         assert err <= {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
-        assert worst <= 1 and (frac >= ACCURACY_BAR.equal_fraction or precision == "fp16-fast")
+        assert worst <= 1 and (frac >= SPLIT_EQUAL or precision == "fp16-fast")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -376,4 +380,4 @@ def test_self_check(precision: str) -> None:
     result = fused.self_check(arithmetic=precision)
     print(precision, result)
     if precision == "fp16":  # the kernel's check stops at one level; the bar is the plans'
-        assert ACCURACY_BAR.met(result["equal_fraction"], int(result["max_level_difference"]))
+        assert ACCURACY_BAR.met(int(result["max_level_difference"])) and result["equal_fraction"] >= SPLIT_EQUAL

@@ -18,7 +18,7 @@ from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_laun
 from srgpu.model import random_model
 from srgpu.reference import srcnn_forward, srcnn_layers
 from srgpu.resize import imresize
-from srgpu.plans import FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached
+from srgpu.plans import CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")
 
@@ -100,7 +100,7 @@ def test_sources_inline_project_headers() -> None:
 
 
 def _key(**changes: object) -> PlanKey:
-    key = PlanKey("NVIDIA H100 80GB HBM3 (sm_90)", "9-1-5", (1080, 1920), (2160, 3840), "fp32", "0123456789abcdef")
+    key = PlanKey("NVIDIA H100 80GB HBM3 (sm_90)", "9-1-5", (1080, 1920), (2160, 3840), "fp32", 8, "0123456789abcdef")
     return replace(key, **changes)
 
 
@@ -146,7 +146,7 @@ def test_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     lambda text: text.replace('"variant": "v5"', '"variant": 5'),
     lambda text: text.replace('"bx": 32', '"bx": "32"'),
     lambda text: text.replace('"format": "srgpu-plan"', '"format": "other"'),
-    lambda text: text.replace('"version": 1', '"version": 99'),
+    lambda text: text.replace(f'"version": {CACHE_VERSION}', '"version": 99'),
 ])
 def test_corrupt_cache_is_ignored(tmp_path: Path, damage) -> None:
     key = _key()
@@ -178,10 +178,11 @@ def test_cached_plan_for_another_architecture_is_rejected(tmp_path: Path) -> Non
     assert load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5"))) is None
 
 
-def test_cache_keys_differ_by_gpu_model_size_and_precision() -> None:
+def test_cache_keys_differ_by_gpu_model_size_precision_and_depth() -> None:
     names = {_key().filename, _key(gpu="NVIDIA H200 (sm_90)").filename, _key(arch="9-5-5").filename,
-             _key(hr_shape=(2160, 3842)).filename, _key(lr_shape=(540, 960)).filename, _key(precision="fp16").filename}
-    assert len(names) == 6
+             _key(hr_shape=(2160, 3842)).filename, _key(lr_shape=(540, 960)).filename, _key(precision="fp16").filename,
+             _key(bits=10).filename}
+    assert len(names) == 7
     assert all("/" not in n and " " not in n for n in names)
 
 
@@ -321,39 +322,87 @@ def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: p
     (tmp_path / "srgpu" / "plans" / "junk.json").write_text("{not json")
     lines = _cached_plan_lines("NVIDIA H200", "9.0")
     assert len(lines) == 1
-    assert lines[0].startswith("    plan 9-1-5 1920x1080 -> 3840x2160 fp32: conv1 v5 ") and "(4.25 ms/frame)" in lines[0]
+    assert lines[0].startswith("    plan 9-1-5 1920x1080 -> 3840x2160 fp32 8-bit: conv1 v5 ") and "(4.25 ms/frame)" in lines[0]
 
 
-def test_engine_measures_once_then_reuses_or_loads_cached_plans(tmp_path: Path) -> None:
-    """The engine's plan policy (measurement itself replaced by a planner: it needs a GPU): one
-    measurement per engine, reused for later sizes, a size's cached plan preferred, and nothing
-    measured without a planner."""
+def _policy_engine(tmp_path: Path, planner: object, notices: list[str], precision: str = "auto") -> object:
+    """A GPUEngine with only what its plan policy reads (measurement replaced by ``planner``)."""
     from srgpu.engine.gpu import GPUEngine
     from srgpu.engine.options import GPUOptions
 
     model = random_model("9-1-5")
-    notices: list[str] = []
-    measured = []
-
-    class FakePlanner:
-        def measure(self, eng, lr, hr):
-            measured.append(hr)
-            return replace(_tuned_plan(), source="tuned")
-
     engine = object.__new__(GPUEngine)
     engine.model, engine.layers, engine.limits = model, conv.srcnn_layers(model), H100_LIMITS
-    engine.options, engine.planner = GPUOptions(cache_dir=tmp_path, notify=notices.append), FakePlanner()
-    engine._measured, engine._plans = None, {}
+    engine.options = GPUOptions(precision=precision, cache_dir=tmp_path, notify=notices.append, self_check=False)
+    engine.planner, engine._chosen, engine._plans, engine._checked = planner, {}, {}, set()
     engine._prepare = lambda plan: None
-    first = engine.plan_for((10, 10), (20, 20))
-    assert engine.plan_for((30, 40), (60, 80)) is first and engine.plan_for((10, 10), (20, 20)) is first
-    assert measured == [(20, 20)]
-    # the user is told once that the first frame waits for a measurement, and what it chose
-    assert len(notices) == 2 and "10x10 -> 20x20" in notices[0] and first.describe() in notices[1]
-    save_cached(plan_key(H100_LIMITS.key, model.arch, (5, 5), (10, 10), "fp32"), default_plan(model), (), tmp_path)
-    assert engine.plan_for((5, 5), (10, 10)).source == "cache"
-    engine.planner, engine._measured = None, None
-    assert engine.plan_for((7, 7), (14, 14)).source == "default" and measured == [(20, 20)]
+    return engine
+
+
+class _FakePlanner:
+    def __init__(self) -> None:
+        self.measured: list[tuple[tuple[int, int], int]] = []
+
+    def measure(self, eng, lr, hr, bits):
+        self.measured.append((hr, bits))
+        return replace(_tuned_plan(), source=f"tuned {bits}")
+
+
+def test_engine_chooses_once_per_depth_then_reuses_or_loads_cached_plans(tmp_path: Path) -> None:
+    """The engine's plan policy (measurement itself replaced by a planner: it needs a GPU): one
+    choice per engine and output depth, reused for later sizes of that depth, a size's cached
+    plan preferred, and nothing measured without a planner."""
+    notices: list[str] = []
+    planner = _FakePlanner()
+    engine = _policy_engine(tmp_path, planner, notices)
+    first = engine.plan_for((10, 10), (20, 20), 8)
+    assert engine.plan_for((30, 40), (60, 80), 8) is first and engine.plan_for((10, 10), (20, 20), 8) is first
+    assert planner.measured == [((20, 20), 8)]
+    # the user is told once that the first frame waits for a choice, and what it chose
+    assert len(notices) == 2 and "10x10 -> 20x20 8-bit" in notices[0] and first.describe() in notices[1]
+    # another depth is another choice: what meets the accuracy bar depends on it
+    ten = engine.plan_for((30, 40), (60, 80), 10)
+    assert ten.source == "tuned 10" and planner.measured[-1] == ((60, 80), 10)
+    model = engine.model
+    save_cached(plan_key(H100_LIMITS.key, model.arch, (5, 5), (10, 10), "auto", 8), default_plan(model), (), tmp_path)
+    assert engine.plan_for((5, 5), (10, 10), 8).source == "cache"
+    engine.planner, engine._chosen = None, {}
+    assert engine.plan_for((7, 7), (14, 14), 16).source == "default" and len(planner.measured) == 2
+
+
+def test_a_new_size_starts_from_a_cached_plan_of_another_size(tmp_path: Path) -> None:
+    """No per-size stall: a plan cached for one size serves a new size in a new process without a
+    measurement, the nearest at the same scale first; never one of another depth, precision,
+    GPU model or kernel sources."""
+    notices: list[str] = []
+    planner = _FakePlanner()
+    engine = _policy_engine(tmp_path, planner, notices)
+    model = engine.model
+    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    far = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 32),), "fp16-fast"), 0.9, "tuned")
+    save_cached(plan_key(H100_LIMITS.key, model.arch, (1080, 1920), (2160, 3840), "auto", 8), fused, (), tmp_path)
+    save_cached(plan_key(H100_LIMITS.key, model.arch, (100, 100), (300, 300), "auto", 8), far, (), tmp_path)
+    for other in (plan_key(H100_LIMITS.key, model.arch, (720, 1280), (1440, 2560), "fp32", 8),
+                  plan_key(H100_LIMITS.key, model.arch, (720, 1280), (1440, 2560), "auto", 10),
+                  plan_key("NVIDIA H200 (sm_90)", model.arch, (720, 1280), (1440, 2560), "auto", 8),
+                  replace(plan_key(H100_LIMITS.key, model.arch, (720, 1280), (1440, 2560), "auto", 8),
+                          kernels="stale")):
+        save_cached(other, _tuned_plan(), (), tmp_path)
+    got = engine.plan_for((540, 960), (1080, 1920), 8)
+    assert got.fused == fused.fused and got.source == "cache (1920x1080 -> 3840x2160)"
+    assert planner.measured == [] and notices == []
+    # a depth with nothing cached is chosen by the planner
+    assert engine.plan_for((540, 960), (1080, 1920), 12).source == "tuned 12"
+
+
+def test_fp16_says_when_no_fp16_arithmetic_meets_the_bar(tmp_path: Path) -> None:
+    notices: list[str] = []
+    engine = _policy_engine(tmp_path, _FakePlanner(), notices, precision="fp16")
+    engine.plan_for((10, 10), (20, 20), 32)
+    assert "fp16 does not meet the accuracy bar for 32-bit output; running fp32" in notices[0]
+    notices.clear()
+    engine.plan_for((10, 10), (20, 20), 8)
+    assert not any("does not meet" in n for n in notices)
 
 
 def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -372,3 +421,28 @@ def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkey
     data["version"] = -1
     path.write_text(json.dumps(data))
     assert _cached_plan_lines("NVIDIA H200", "9.0") == ["    no tuned plan cached (srgpu tune)"]
+
+
+def test_a_cached_plan_that_fails_its_self_check_is_chosen_again(tmp_path: Path) -> None:
+    """Every plan is self-checked at the output depth before its first use, cached ones included;
+    one that fails (say, written by another driver) is not run: the planner chooses again."""
+    from srgpu.errors import EngineError
+
+    notices: list[str] = []
+    planner = _FakePlanner()
+    engine = _policy_engine(tmp_path, planner, notices)
+    engine.options = replace(engine.options, self_check=True)
+    checked: list[tuple[str, int]] = []
+
+    def check_plan(plan: Plan, bits: int = 8) -> None:
+        checked.append((plan.kind, bits))
+        if plan.kind == "fused":
+            raise EngineError("plan fused-tc failed its self-check at 8 bits: output up to 3 levels from the reference")
+
+    engine.check_plan = check_plan
+    bad = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    save_cached(plan_key(H100_LIMITS.key, engine.model.arch, (10, 10), (20, 20), "auto", 8), bad, (), tmp_path)
+    plan = engine.plan_for((10, 10), (20, 20), 8)
+    assert plan.source == "tuned 8" and planner.measured == [((20, 20), 8)]
+    assert checked == [("fused", 8), ("layerwise", 8)]
+    assert "cached plan not used: plan fused-tc failed its self-check" in notices[0]

@@ -7,7 +7,12 @@ per second of each and the ratio. The default source is the Big Buck Bunny clip 
 ../shared/data/video scaled to 1920x1080 and encoded x264 crf 18, so the content is real.
 
     python3 scripts/benchmarks/bench_ffmpeg.py [--source SRC] [--presets veryfast ultrafast] [--repeats N]
-                                    [--hwdec no auto] [--json]
+                                    [--hwdec no auto] [--model 9-5-5] [--bits 10] [--json]
+
+--bits 10: the default source is encoded 10-bit (x264 High 10, yuv420p10le) and both sides write
+10-bit output (libx264 High 10: plain ffmpeg keeps the source's yuv420p10le through the scale
+filter, srgpu keeps the source's depth), so srgpu runs the plan that meets the accuracy bar at
+10 bits.
 
 The plain ffmpeg command always decodes in software, as a user would type it; srgpu decodes as
 --hwdec says (default auto, as the CLI: NVDEC takes over from the software decoder once it has
@@ -49,11 +54,15 @@ def ffmpeg(*args: str) -> float:
     return time.perf_counter() - t0
 
 
-def default_source(folder: Path) -> Path:
-    """The benchmark's real content: the Big Buck Bunny clip scaled to 1920x1080, x264 crf 18."""
-    src = folder / "bbb_1080p24_x264_crf18.mkv"
+PIX_FMTS = {8: "yuv420p", 10: "yuv420p10le"}
+
+
+def default_source(folder: Path, bits: int = 8) -> Path:
+    """The benchmark's real content: the Big Buck Bunny clip scaled to 1920x1080, x264 crf 18, at
+    ``bits`` (8: High, 10: High 10)."""
+    src = folder / f"bbb_1080p24_x264_crf18_{bits}bit.mkv"
     ffmpeg("-i", str(shared_clip("bbb_720p24_vp8_vorbis.webm")), "-vf", "scale=1920:1080:flags=bicubic",
-           "-c:v", "libx264", "-crf", "18", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-c:a", "copy", str(src))
+           "-c:v", "libx264", "-crf", "18", "-preset", "veryfast", "-pix_fmt", PIX_FMTS[bits], "-c:a", "copy", str(src))
     return src
 
 
@@ -77,6 +86,8 @@ def main() -> None:
                     help="srgpu's decoding, one row each (e.g. --hwdec no auto: the CPU decoder beside NVDEC)")
     ap.add_argument("--skip-nvdec-check", action="store_true",
                     help="with --hwdec nvdec: take NVDEC's frames as exact without the first-frames check")
+    ap.add_argument("--bits", type=int, default=8, choices=sorted(PIX_FMTS),
+                    help="depth of the default source and of both outputs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.skip_nvdec_check:
@@ -90,7 +101,7 @@ def main() -> None:
         tmpdir = Path(tmp)
         src = args.source
         if src is None:
-            src = default_source(tmpdir)
+            src = default_source(tmpdir, args.bits)
         info = probe(src)
         v = info.main_video()
         frames = count_frames(src)
@@ -101,7 +112,7 @@ def main() -> None:
         # be charged to the first preset's frames per second
         t0 = time.perf_counter()
         if hasattr(engine, "plan_for"):
-            engine.plan_for((v.height, v.width), (H, W))
+            engine.plan_for((v.height, v.width), (H, W), args.bits)
         tune_s = time.perf_counter() - t0
         rows = []
         for preset, hwdec in [(p, h) for p in args.presets for h in args.hwdec]:
@@ -110,11 +121,13 @@ def main() -> None:
             plain_s, ours_s = [], []
             for _ in range(args.repeats):
                 plain_s.append(ffmpeg("-i", str(src), "-vf", f"scale={W}:{H}:flags=bicubic", "-c:v", "libx264",
-                                      "-preset", preset, "-crf", str(args.crf), "-c:a", "copy",
+                                      "-preset", preset, "-crf", str(args.crf), "-pix_fmt", PIX_FMTS[args.bits],
+                                      "-c:a", "copy",
                                       str(tmpdir / f"plain_{preset}.mkv")))
                 t0 = time.perf_counter()
                 result = upscale_video(src, tmpdir / f"srgpu_{preset}.mkv", engine,
-                                       VideoOptions(EncodeOptions(crf=args.crf, preset=preset), hwdec=hwdec),
+                                       VideoOptions(EncodeOptions(crf=args.crf, preset=preset,
+                                                                  pix_fmt=PIX_FMTS[args.bits]), hwdec=hwdec),
                                        overwrite=True)
                 ours_s.append(time.perf_counter() - t0)
                 assert result.frames == frames, (result.frames, frames)
@@ -123,14 +136,16 @@ def main() -> None:
                          "srgpu_fps": frames / statistics.median(ours_s), "ratio": statistics.median(ratios),
                          "rounds": [{"ffmpeg_fps": round(frames / p, 1), "srgpu_fps": round(frames / o, 1)}
                                     for p, o in zip(plain_s, ours_s)]})
-        report = {"source": str(args.source or "bbb_720p24_vp8_vorbis.webm scaled to 1080p, x264 crf 18"),
+        report = {"source": str(args.source or f"bbb_720p24_vp8_vorbis.webm scaled to 1080p, x264 crf 18, {args.bits}-bit"),
+                  "bits": args.bits, "plan": engine.plan_for((v.height, v.width), (H, W), args.bits).describe()
+                  if hasattr(engine, "plan_for") else "cpu",
                   "input": f"{v.width}x{v.height}", "output": f"{W}x{H}", "engine": getattr(engine, "description", "cpu"),
                   "model": model.name, "crf": args.crf, "plan_seconds": round(tune_s, 1), "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
         return
     print(f"{report['source']}: {report['input']} -> {report['output']}, {report['engine']}, {model.name}, crf {args.crf}, "
-          f"plan chosen in {report['plan_seconds']} s before timing")
+          f"plan chosen in {report['plan_seconds']} s before timing: {report['plan']}")
     # with --repeats, each fps column is its own median and the ratio is the median of the rounds' ratios
     print(f"{'preset':<10} {'srgpu decoder':<14} {'frames':>6} {'ffmpeg fps':>11} {'srgpu fps':>10} "
           f"{'srgpu/ffmpeg':>13}")

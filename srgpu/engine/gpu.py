@@ -10,10 +10,12 @@ A frame whose 64- and 32-channel intermediates do not fit the memory budget runs
 strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
 border affects are discarded, so the result equals the untiled one exactly.
 
-The plan for a frame size (srgpu.plans) is the given one, else the cached one (per GPU model,
-model architecture, frame size and precision), else one measured on first use by the planner the
-engine was handed (srgpu.tune.Tuner), else the default. Any compile or launch failure raises
-EngineError naming the kernel.
+The plan for a frame size and output bit depth (srgpu.plans) is the given one, else the cached one
+(per GPU model, model architecture, frame size, precision and depth), else the one this engine
+chose for another size at that depth, else a cached one of another size, else one chosen by the
+planner the engine was handed (srgpu.tune.Tuner), else the default. The depth enters here, from
+the output plane (srgpu.plans.output_bits): which kernel arithmetics meet the accuracy bar
+depends on it. Any compile or launch failure raises EngineError naming the kernel.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from ..errors import EngineError
 from ..kernels.timing import time_ms
 from ..model import SRCNNModel
 from ..kernels.conv import ConvConfig
-from ..plans import ACCURACY_BAR, FUSED_BACKENDS, FusedChoice, Plan, Precision, default_plan, load_cached, plan_key
+from ..plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for,
+                     default_plan, load_cached, nearest_cached, output_bits, plan_key)
 from .base import Engine, FrameFormat, FrameProcessor, PlaneSpec
 from .options import GPUOptions
 
@@ -41,9 +44,9 @@ CACHED_SHAPES = 4  # frame sizes whose buffers are kept
 
 
 class Planner(Protocol):
-    """Measures a plan for a frame size on ``engine`` and caches it (srgpu.tune.Tuner)."""
+    """Chooses a plan for a frame size and output depth on ``engine`` and caches it (srgpu.tune.Tuner)."""
 
-    def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int]) -> Plan: ...
+    def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan: ...
 
 
 @dataclass
@@ -55,9 +58,9 @@ class _Work:
 class GPUEngine(Engine):
     """SRCNN on ``cuda:device_index`` as ``options`` ask (GPUOptions, checked when made).
 
-    planner: when the first frame size without a cached plan comes, it measures one (and caches
-        it); later sizes without a cached plan reuse it. Without a planner the default plan runs
-        until ``srgpu tune`` caches one.
+    planner: when the first frame size of an output depth without a cached plan comes (for this
+        or another size), it chooses one (and caches it); later sizes of that depth reuse it.
+        Without a planner the default plan runs until ``srgpu tune`` caches one.
     """
 
     name = "cuda"
@@ -86,8 +89,8 @@ class GPUEngine(Engine):
         self.options = options
         self.planner = planner
         self.layers = srcnn_layers(model)
-        self._measured: Plan | None = None  # the plan this engine measured, reused for other sizes
-        self._plans: dict[tuple[tuple[int, int], tuple[int, int]], Plan] = {}
+        self._chosen: dict[int, Plan] = {}  # per output depth: the plan chosen first, reused for other sizes
+        self._plans: dict[tuple[tuple[int, int], tuple[int, int], int], Plan] = {}
         self._conv_kernels: dict[str, Any] = {}
         self._fused_runners: dict[FusedChoice, Callable[..., None]] = {}
         self._io: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
@@ -104,11 +107,9 @@ class GPUEngine(Engine):
                              for i in (1, 2, 3)]
             self.bicubic = Bicubic(device_index, self.limits)
             self.quantize = Quantize(device_index, self.limits)
-            start = options.plan if options.plan is not None else default_plan(model)
-            if options.self_check:
-                self.check_plan(start)
-            else:
-                self._prepare(start)
+            self._checked: set[tuple[Any, int]] = set()  # (plan identity, depth) that passed check_plan
+            if options.plan is not None:  # a given plan that cannot run fails here, before any work
+                self._ready(options.plan, 8)
 
     @property
     def precision(self) -> Precision:
@@ -161,13 +162,16 @@ class GPUEngine(Engine):
         else:
             self.bicubic_device(src, out, max_value)
 
-    def srcnn_device(self, src: Any, out: Any, max_value: float) -> None:
+    def srcnn_device(self, src: Any, out: Any, max_value: float, bits: int | None = None) -> None:
         """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
-        (dtype uint8/uint16/float32) on ``self.stream``. Work buffers are reused by the next call
-        on this engine, which is ordered after this one by the stream."""
+        (dtype uint8/uint16/float32) on ``self.stream``. ``bits``: the depth of the output this
+        plane ends up in (srgpu.plans.output_bits; default ``out``'s own: a float luma plane of an
+        8-bit image says 8). Work buffers are reused by the next call on this engine, which is
+        ordered after this one by the stream."""
         in_shape, out_shape = tuple(src.shape), tuple(out.shape)
+        bits = output_bits(out.dtype, max_value) if bits is None else bits
         with self._on_device():
-            self._run_plan(self.plan_for(in_shape, out_shape), src, out, max_value)
+            self._run_plan(self.plan_for(in_shape, out_shape, bits), src, out, max_value)
 
     def bicubic_device(self, src: Any, out: Any, max_value: float) -> None:
         with self._on_device():
@@ -176,30 +180,53 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ plans
 
-    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> Plan:
-        key = (tuple(in_shape), tuple(out_shape))
+    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
+        """The plan for this frame size and output depth (``bits``, srgpu.plans.output_bits)."""
+        key = (tuple(in_shape), tuple(out_shape), bits)
         plan = self._plans.get(key)
         if plan is None:
-            notify = self.options.notify
-            if self.options.plan is not None:
-                plan = self.options.plan
-            else:
-                plan = load_cached(plan_key(self.limits.key, self.model.arch, in_shape, out_shape, self.precision),
-                                   self.options.cache_dir, self.layers)
-            if plan is None and self.planner is not None and self._measured is None:
-                # measure once per engine: a folder of images of many sizes must not pay a tuning
-                # run per size; later sizes without a cached plan reuse this one
-                if notify:  # tens of seconds with nothing else to show: say why
-                    notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
-                           f"on this GPU (once; the choice is cached) ...")
-                started = time.perf_counter()
-                plan = self._measured = self.planner.measure(self, tuple(in_shape), tuple(out_shape))
-                if notify:
-                    notify(f"chose {plan.describe()} in {time.perf_counter() - started:.0f} s")
-            if plan is None:
-                plan = self._measured or default_plan(self.model)
+            plan = self._plans[key] = self._choose(tuple(in_shape), tuple(out_shape), bits)
+        return plan
+
+    def _choose(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
+        if self.options.plan is not None:
+            return self._ready(self.options.plan, bits)
+        notify = self.options.notify or (lambda s: None)
+        key = plan_key(self.limits.key, self.model.arch, in_shape, out_shape, self.precision, bits)
+        # a folder of many sizes must not stall per size: the fused kernels are tiled, so the
+        # plan chosen for one size (here or cached) serves the others
+        for found in (lambda: load_cached(key, self.options.cache_dir, self.layers), lambda: self._chosen.get(bits),
+                      lambda: nearest_cached(key, self.options.cache_dir, self.layers)):
+            plan = found()
+            if plan is not None:
+                try:
+                    self._ready(plan, bits)
+                except EngineError as e:  # e.g. a cache written by another driver: choose again
+                    notify(f"cached plan not used: {e}")
+                    continue
+                self._chosen.setdefault(bits, plan)
+                return plan
+        if self.planner is not None:
+            if self.precision == "fp16" and arithmetics_for(self.precision, bits) == ("fp32",):
+                notify(f"fp16 does not meet the accuracy bar for {bits}-bit output; running fp32")
+            notify(f"choosing kernels for {in_shape[1]}x{in_shape[0]} -> {out_shape[1]}x{out_shape[0]} "
+                   f"{_depth_name(bits)} on this GPU (once; the choice is cached) ...")
+            started = time.perf_counter()
+            plan = self._ready(self.planner.measure(self, in_shape, out_shape, bits), bits)
+            notify(f"chose {plan.describe()} in {time.perf_counter() - started:.1f} s")
+        else:
+            plan = self._ready(default_plan(self.model), bits)
+        self._chosen.setdefault(bits, plan)
+        return plan
+
+    def _ready(self, plan: Plan, bits: int) -> Plan:
+        """``plan`` compiled and, unless the options say not to, self-checked at output depth
+        ``bits`` (once per plan and depth)."""
+        if self.options.self_check:
+            if (_identity(plan), _check_depth(plan, bits)) not in self._checked:
+                self.check_plan(plan, bits)
+        else:
             self._prepare(plan)
-            self._plans[key] = plan
         return plan
 
     def _prepare(self, plan: Plan) -> None:
@@ -215,10 +242,12 @@ class GPUEngine(Engine):
         else:
             raise EngineError(f"unknown plan kind {plan.kind!r}")
 
-    def check_plan(self, plan: Plan, seed: int = 0) -> None:
-        """Run ``plan`` on a small random frame against the CPU reference (float32 output within
-        1e-4 of the float64 reference for layer-wise plans; 8-bit outputs within the accuracy bar,
-        srgpu.plans.ACCURACY_BAR, for fused ones). EngineError if it fails."""
+    def check_plan(self, plan: Plan, bits: int = 8, seed: int = 0) -> None:
+        """Run ``plan`` on a small random frame against the CPU reference in float64: a layer-wise
+        plan's float32 output within 1e-4; a fused plan's output at ``bits`` within the accuracy
+        bar's level difference of the reference rounded to that depth (srgpu.plans.ACCURACY_BAR,
+        condition (1); the reference stands for the fp32 kernel, which is within ~1e-6 of it).
+        EngineError if it fails."""
         from ..reference import srcnn_forward
         from ..resize import imresize
 
@@ -228,14 +257,13 @@ class GPUEngine(Engine):
         lr_shape = (40, 36) if plan.kind == "layerwise" else (72, 64)
         out_shape = (lr_shape[0] * self.scale, lr_shape[1] * self.scale)
         with self._on_device(), self._guard(f"checking plan {plan.describe()}"):
-            lr = rng.random(lr_shape, dtype=np.float32)
-            up = imresize(lr.astype(np.float64), output_shape=out_shape)
-            expect = srcnn_forward(up, self.model, dtype=np.float64)
-            src = cp.asarray(lr)
             if plan.kind == "layerwise":
+                lr = rng.random(lr_shape, dtype=np.float32)
+                up = imresize(lr.astype(np.float64), output_shape=out_shape)
+                expect = srcnn_forward(up, self.model, dtype=np.float64)
                 net = cp.full(out_shape, np.nan, dtype=np.float32)
                 work = self._work_buffers(lr_shape, out_shape)
-                self.bicubic.resize(src, work.y, work.tmp, 1.0, False, self.stream)
+                self.bicubic.resize(cp.asarray(lr), work.y, work.tmp, 1.0, False, self.stream)
                 self._layers(plan, work.y, net, None)
                 got = net.get(stream=self.stream)
                 err = float(np.max(np.abs(got - expect))) if not np.isnan(got).any() else float("nan")
@@ -243,16 +271,20 @@ class GPUEngine(Engine):
                 if not err <= limit:
                     raise EngineError(f"plan {plan.describe()} failed its self-check: max error {err:.3g} > {limit:.3g}")
             else:
-                out = cp.full(out_shape, 0xAB, dtype=np.uint8)
-                src8 = cp.asarray(np.round(lr * 255).astype(np.uint8))
-                self._run_plan(plan, src8, out, 255)
+                depth = _check_depth(plan, bits)
+                top = 2**depth - 1
+                dtype = np.uint8 if depth <= 8 else np.uint16
+                lr = rng.integers(0, top + 1, lr_shape).astype(dtype)
+                out = cp.full(out_shape, 0xAB, dtype=dtype)  # poisoned
+                self._run_plan(plan, cp.asarray(lr), out, top)
                 got = out.get(stream=self.stream)
-                up8 = imresize((np.round(lr * 255) / 255).astype(np.float64), output_shape=out_shape)
-                ref8 = np.floor(np.clip(srcnn_forward(up8, self.model, dtype=np.float64), 0, 1) * 255 + 0.5)
-                diff = np.abs(got.astype(np.int32) - ref8.astype(np.int32))
-                if not ACCURACY_BAR.met(float(np.mean(diff == 0)), int(diff.max())):
-                    raise EngineError(f"plan {plan.describe()} failed its self-check: {np.mean(diff == 0):.4%} of "
-                                      f"8-bit pixels equal, max difference {int(diff.max())}")
+                up = imresize(lr.astype(np.float64) / top, output_shape=out_shape)
+                ref = np.floor(np.clip(srcnn_forward(up, self.model, dtype=np.float64), 0, 1) * top + 0.5)
+                worst = int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max())
+                if not ACCURACY_BAR.met(worst):
+                    raise EngineError(f"plan {plan.describe()} failed its self-check at {depth} bits: output up to {worst} "
+                                      f"levels from the reference (the bar: {ACCURACY_BAR.max_level_difference})")
+        self._checked.add((_identity(plan), _check_depth(plan, bits)))
 
     # ------------------------------------------------------------ running a plan
 
@@ -388,21 +420,23 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ timing (srgpu.tune, srgpu.bench)
 
-    def time_network(self, plan: Plan, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
-                     dtype: type = np.uint8, seed: int = 1) -> tuple[float, dict[str, float]]:
-        """(ms per frame of the whole device-side network for ``plan`` on a random 8-bit frame,
-        ms of each stage run alone)."""
+    def time_network(self, plan: Plan, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8,
+                     seed: int = 1) -> tuple[float, dict[str, float]]:
+        """(ms per frame of the whole device-side network for ``plan`` on a random frame of
+        ``bits``, ms of each stage run alone)."""
         cp = self._cp
         rng = np.random.default_rng(seed)
         self._prepare(plan)
+        top = 2**min(bits, 16) - 1
+        dtype = np.uint8 if bits <= 8 else np.uint16
         with self._on_device(), self._guard(f"timing plan {plan.describe()}"):
-            src = cp.asarray(rng.integers(0, 256, lr_shape).astype(dtype))
+            src = cp.asarray(rng.integers(0, top + 1, lr_shape).astype(dtype))
             out = cp.empty(hr_shape, dtype=dtype)
-            total = time_ms(lambda: self._run_plan(plan, src, out, 255), self.stream)
+            total = time_ms(lambda: self._run_plan(plan, src, out, top), self.stream)
             stages: dict[str, float] = {}
             if plan.kind == "layerwise":
                 work = self._work_buffers(tuple(lr_shape), tuple(hr_shape))
-                stages["bicubic"] = time_ms(lambda: self.bicubic.resize(src, work.y, work.tmp, 255, False, self.stream),
+                stages["bicubic"] = time_ms(lambda: self.bicubic.resize(src, work.y, work.tmp, top, False, self.stream),
                                             self.stream)
                 H, W = hr_shape
                 rows = self.strip_rows(H, W)
@@ -410,7 +444,7 @@ class GPUEngine(Engine):
                 ins, outs = [work.y[:rows], h1, h2], [h1, h2, o]
                 for i, choice in enumerate(plan.layers):
                     stages[choice.layer] = time_ms(lambda: self.run_layer(i, choice.config, ins[i], outs[i]), self.stream)
-                stages["quantize"] = time_ms(lambda: self.quantize.from_unit(work.y, out, 255, self.stream), self.stream)
+                stages["quantize"] = time_ms(lambda: self.quantize.from_unit(work.y, out, top, self.stream), self.stream)
             return total, stages
 
     # ------------------------------------------------------------ context and errors
@@ -471,6 +505,22 @@ def require_gpu(device_index: int = 0) -> None:
         raise EngineError(f"no usable CUDA GPU: {status.reason}")
     if device_index >= len(status.devices):
         raise EngineError(f"cuda:{device_index} does not exist ({len(status.devices)} usable device(s))")
+
+
+def _identity(plan: Plan) -> tuple[Any, ...]:
+    """What a plan runs (not when or how it was measured)."""
+    return plan.kind, tuple(c.config for c in plan.layers), plan.fused
+
+
+def _check_depth(plan: Plan, bits: int) -> int:
+    """The depth ``plan``'s self-check runs at for outputs of ``bits``: a layer-wise plan is
+    checked on its float output whatever the depth; a fused one at the depth (float outputs: at
+    16 bits, fused plans there being fp32, srgpu.plans.arithmetics_for)."""
+    return FLOAT_BITS if plan.kind == "layerwise" else min(bits, 16)
+
+
+def _depth_name(bits: int) -> str:
+    return "float" if bits >= FLOAT_BITS else f"{bits}-bit"
 
 
 def _as_supported(plane: np.ndarray) -> tuple[np.ndarray, np.dtype | None]:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import numpy as np
 
 from ..bands import Band, band_rows, bands, halo_rows
+from ..plans import output_bits
 from .overlap import IN_FLIGHT, SlotPipeline, _Slot
 
 if TYPE_CHECKING:
@@ -236,7 +237,9 @@ class OverlappedImages(SlotPipeline):
 
             def compute() -> None:
                 colour.to_planes(d_in, *planes, a_in, self.order, engine.stream)
-                engine.srcnn_device(planes[0], ups[0], top)
+                # the float luma ends up in samples of the image's depth: the precision that
+                # meets the bar there may run (srgpu.plans)
+                engine.srcnn_device(planes[0], ups[0], top, output_bits(dtype, top))
                 engine.bicubic_device(planes[1], ups[1], top)
                 engine.bicubic_device(planes[2], ups[2], top)
                 if a_in is not None:

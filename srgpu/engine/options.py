@@ -12,15 +12,17 @@ from ..plans import Plan, Precision, parse_precision
 
 @dataclass(frozen=True)
 class GPUOptions:
-    """precision: fp32 | fp16 | auto (srgpu.plans; layer-wise plans are fp32 whatever it says).
+    """precision: auto | fp16 | fp32 (srgpu.plans: auto and fp16 take the fastest plan that meets
+        the accuracy bar for each output's bit depth; layer-wise plans are fp32 whatever it says).
     plan: run this plan for every frame size instead of choosing one.
     tile_budget_bytes: memory the strip intermediates may use (default: a share of free memory).
     cache_dir: the plan cache (default srgpu.plans.cache_dir()).
-    self_check: run the starting plan on a small random frame against the CPU reference.
+    self_check: run each plan on a small random frame against the CPU reference before its first use
+        (a fused plan at the output depth it serves; a given plan when the engine is made).
     notify: one line when a measurement starts and one when it ends (what a command-line user
         needs to know why nothing moves for a while)."""
 
-    precision: Precision = "fp32"
+    precision: Precision = "auto"
     plan: Plan | None = None
     tile_budget_bytes: int | None = None
     cache_dir: Path | None = None

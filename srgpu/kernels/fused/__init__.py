@@ -9,11 +9,11 @@ Arithmetics (tiles.Arithmetic; which of them a user's --precision may use is srg
 
 - ``fp32``: float32 on the FMA units; equals the CPU reference within ~1e-6.
 - ``fp16``: tensor cores (mma.sync m16n8k16, fp32 accumulation) with every fp16 operand split
-  into hi + lo halves and three MMAs per product, so it keeps ~22 bits. Built for f2 = 1 (9-1-5)
-  and f2 = 3 (9-3-5); 9-5-5's split conv2 weights fit only streamed one tap row at a time
-  (dev/cuda/fused_not_offered.py).
-- ``fp16-fast``: plain fp16 operands, one MMA per product: the fastest, but a few % of 8-bit
-  pixels come out one level off (fp16 keeps 11 bits).
+  into hi + lo halves and three MMAs per product, so it keeps ~22 bits: within one level of fp32
+  at every output depth up to 16 bits. 9-5-5's split conv2 weights fit only streamed one tap row
+  at a time (``FusedConfig.stream``).
+- ``fp16-fast``: plain fp16 operands, one MMA per product: the fastest; within one level of fp32
+  at 8 bits (a few % of samples one level off), not at 10 or more (fp16 keeps 11 bits).
 
 Fold (``FusedConfig.fold``, 9-1-5, the default tiles): on an exact x2 upscale of integer samples,
 tiles away from the frame's edge skip the bicubic and run conv1 folded with it on the LR samples

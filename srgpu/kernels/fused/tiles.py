@@ -107,7 +107,11 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                   dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=0),
                   dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
-    ("fp16", 5): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],  # does not fit: reported as unavailable
+    # the split 9-5-5 fits only with conv2's weights streamed one tap row at a time (184 KiB of
+    # shared memory instead of 344); it meets the accuracy bar at every depth (BENCHMARKS.md)
+    ("fp16", 5): [dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1),
+                  dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1),
+                  dict(th=32, rw=32, r=4, nt=128, mb1=1, mb2=1, stream=1)],
     ("fp16-fast", 1): [dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
