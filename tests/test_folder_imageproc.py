@@ -114,8 +114,8 @@ class FakeGPU(CPUEngine):
     def plane_device(self, src, out, spec, max_value):  # the video path's entry (not used by images)
         raise AssertionError("images use srcnn_device / bicubic_device")
 
-    def srcnn_device(self, src, out, max_value):
-        self.calls.append(("srcnn", src.shape, out.shape, src.dtype))
+    def srcnn_device(self, src, out, max_value, bits=None):
+        self.calls.append(("srcnn", src.shape, out.shape, src.dtype, bits))
         np.copyto(out, self.srcnn_plane(np.asarray(src), out.shape, max_value))
 
     def bicubic_device(self, src, out, max_value):
@@ -143,6 +143,9 @@ def test_the_image_path_gives_the_plane_paths_pixels(engine, make_image) -> None
         image = make_image(shape, dtype, seed=sum(shape))
         got = processor.submit(_bgr(image)).wait()
         np.testing.assert_array_equal(_bgr(got), upscale_image(image, cpu), err_msg=str(shape))
+    # the float luma runs the plan for the depth it ends up in (srgpu.plans.output_bits); a gray
+    # plane is of that depth itself
+    assert [c[4] for c in engine.calls if c[0] == "srcnn"] == [8, None, 16, None, 8, 8]
     assert not processor._pending and len(processor._free) == len(processor._slots)
     processor.close()
 
