@@ -157,7 +157,9 @@ def test_streamed_conv2_tiles_fit_and_the_split_9_5_5_is_streamed() -> None:
     alternatives)."""
     for (precision, f2), tiles in NOT_OFFERED.items():
         for cfg in not_offered_configs(precision, f2):
-            assert cfg.stream and cfg.kernel_name(f2).endswith(", true>")
+            if cfg.stream:  # STREAM, then MINB and SPART where they differ from the defaults
+                tail = f", {cfg.minb}, {cfg.spart}>" if (cfg.minb, cfg.spart) != (1, 0) else ">"
+                assert cfg.kernel_name(f2).endswith(", true" + tail)
             assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
             assert cfg not in fused.candidate_configs(precision, f2)
     whole_955 = fused.config_for("fp16", 5, stream=0)

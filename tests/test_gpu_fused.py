@@ -248,7 +248,7 @@ def test_fold_path_matches_reference(cp, precision: str) -> None:
     rng = np.random.default_rng(53)
     model = MODELS["9-1-5"]
     tol = {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
-    configs = [c for c in fused.candidate_configs(precision, 1) if c.fold]
+    configs = [c for c in fused.candidate_configs(precision, 1) + not_offered_configs(precision, 1) if c.fold]
     assert configs
     for cfg in configs:
         net = fused.FusedSRCNN(model, precision, config=cfg)
@@ -352,7 +352,8 @@ def test_tuner_hook_through_engine(cp) -> None:
 
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.ARITHMETICS for a in ("9-1-5", "9-5-5")])
 def test_candidate_tiles(cp, precision: str, arch: str) -> None:
-    """Every tile the tuner may pick, on a frame of several tiles with all four borders."""
+    """Every tile the tuner may pick, and the not-offered tiles that test_streamed_conv2_tiles does
+    not cover (dev/cuda/fused_not_offered.py), on a frame of several tiles with all four borders."""
     from srgpu.kernels.build import device_limits
 
     model = MODELS[arch]
@@ -362,7 +363,8 @@ def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     raw_ref = fused.reference(plane, out_shape, 255, model, raw=True)
     q_ref = fused.reference(plane, out_shape, 255, model)
     limit = device_limits(0).max_shared_per_block_optin
-    for cfg in fused.candidate_configs(precision, model.f2):
+    extra = [c for c in not_offered_configs(precision, model.f2) if not c.stream]
+    for cfg in fused.candidate_configs(precision, model.f2) + extra:
         if fused.shared_bytes(cfg, model.f2) > limit:
             continue
         net = fused.FusedSRCNN(model, precision, config=cfg)

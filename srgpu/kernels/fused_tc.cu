@@ -71,11 +71,22 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
     return r;
 }
 
+// cp.async of 16 bytes global -> shared (sm_80+, .cg: through L2 only); wait_all = commit + wait for all.
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src) {
+    asm volatile("{ .reg .u64 g;\n cvta.to.global.u64 g, %1;\n cp.async.cg.shared.global [%0], [g], 16; }"
+                 :: "r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // --- PTX helpers end
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
+// SPART (with STREAM): 0 streams conv2's fragments a tap row at a time through one buffer (load,
+// barrier, MMAs); SPART = p > 0 streams each tap row in p parts through two buffers, the next part
+// arriving by cp.async while the MMAs of the current one run (tc_conv2_ring_z_pipe).
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int SPART = 0>
 struct TcCfg {
     static constexpr bool SPLIT_ = SPLIT;
+    static constexpr int SPART_ = SPART;
     static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
     static constexpr int H2 = F2 / 2;
     static constexpr int HAL = 6 + H2;
@@ -94,7 +105,8 @@ struct TcCfg {
     static constexpr int W1F = 6 * 4 * 32 * 4;  // B fragments, words per copy
     static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
     static constexpr int W2S = F2 * 4 * 2 * 32 * 4;   // one tap row (dy) of W2F, words per copy
-    static constexpr int W2SM = STREAM ? W2S : W2F;   // conv2 words per copy held in shared memory
+    static constexpr int W2U = SPART ? W2S / SPART : W2S;  // one streamed part of a tap row, words per copy
+    static constexpr int W2SM = STREAM ? (SPART ? 2 * W2U : W2S) : W2F;  // conv2 words per copy in shared memory
     static constexpr int W3F = 2 * 2 * 32 * 4;
     // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
     static constexpr int W1P = 4 * 4 * 32 * 4;
@@ -131,6 +143,8 @@ struct TcCfg {
     static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
                   "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
     static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
+    static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
+                  "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
     static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
 };
@@ -615,6 +629,98 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
         if (warp + jj * C::NW < njobs) tc_z<C, MB>(smw, Z, acc2[jj], rr[jj], xb[jj], ok[jj], lane);
 }
 
+// With SPART: part w (of the F2 * SPART parts a chunk walks) of conv2's fragments, both copies, from the
+// global array into buffer `buf` of shared memory by cp.async (no wait).
+template <class C, int F2, int NT>
+__device__ __forceinline__ void tc_stream_part(u32* smw, const u32* __restrict__ weights, int buf, int w) {
+    constexpr int NU = C::SPART_, UQ = C::W2U / 4;  // uint4 per part and copy
+    const int dy = w / NU, part = w - dy * NU;
+    const uint4* src = reinterpret_cast<const uint4*>(weights) + (dy * C::W2S + part * C::W2U) / 4;
+    const u32 dst = smem_u32(smw + C::O_W2F + buf * C::NSPL * C::W2U);
+    for (int i = threadIdx.x; i < C::NSPL * UQ; i += NT) {
+        const int copy = i / UQ, k = i - copy * UQ;
+        cp_async16(dst + 16u * i, src + copy * (C::W2F / 4) + k);
+    }
+}
+
+// K-steps [t0, t0 + TU) of one conv2 tap row (t = dx * 4 + ks, as tc_conv2_tap_row) for MB blocks, B
+// fragments from Wu (this part's buffer: step t at (t - t0) * 2 * 32 uint4, lo copy lo_off away).
+template <class C, int TU, int MB>
+__device__ __forceinline__ void tc_conv2_tap_steps(float (&acc2)[MB][4][4], const u32 (&row)[MB], const uint4* Wu,
+                                                   int lo_off, int t0, int lrow, int lhi) {
+    u32 ah[2][MB][4], al[2][MB][4];
+    uint4 bh[2][2], bl[2][2];
+    auto load = [&](int i, u32 (&a_h)[MB][4], u32 (&a_l)[MB][4], uint4 (&b_h)[2], uint4 (&b_l)[2]) {
+        const int t = t0 + i, dx = t >> 2, ks = t & 3;
+        const int sw = (lrow + dx) & 7;
+        const u32 coff = (dx << 7) + ((((2 * ks + lhi) ^ sw)) << 4);
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+            ldsm_x4(a_h[m], row[m] + coff);
+            if (C::SPLIT_) ldsm_x4(a_l[m], row[m] + coff + C::A1W * 4);
+        }
+        const uint4* B = Wu + i * 2 * 32;
+#pragma unroll
+        for (int jp = 0; jp < 2; ++jp) {
+            b_h[jp] = B[jp * 32];
+            if (C::SPLIT_) b_l[jp] = B[lo_off + jp * 32];
+        }
+    };
+    load(0, ah[0], al[0], bh[0], bl[0]);
+#pragma unroll
+    for (int i = 0; i < TU; ++i) {  // fragments of i + 1 load under i's MMAs
+        if (i + 1 < TU) load(i + 1, ah[(i + 1) & 1], al[(i + 1) & 1], bh[(i + 1) & 1], bl[(i + 1) & 1]);
+        tc_mma_passes<C, MB, 2, 4>(acc2, ah[i & 1], al[i & 1], bh[i & 1], bl[i & 1]);
+    }
+}
+
+// tc_conv2_ring_z_stream with SPART: each tap row in SPART parts through two buffers. Part u (counted
+// over the whole kernel: buffer u & 1) was issued while part u - 1's MMAs ran; one barrier per part
+// (its data visible to all, and every warp done with part u - 1, whose buffer then takes part u + 1).
+// `more`: another chunk follows (its first part is prefetched under this chunk's last). Returns the
+// next part's number. Every thread must call it.
+template <class C, int F2, int NT>
+__device__ int tc_conv2_ring_z_pipe(u32* smw, const u32* __restrict__ weights, const u32* A1, float* Z, int z0,
+                                    int z1, int u0, bool more) {
+    constexpr int MB = C::MB2_, MPR = C::RW_ / 16, NU = C::SPART_, TU = F2 * 4 / NU, NP = F2 * NU;
+    constexpr int JMAX = (C::R_ * MPR / MB + C::NW - 1) / C::NW;  // jobs of a full chunk per warp
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cq = lane & 3;
+    const int lrow = lane & 15, lhi = lane >> 4;
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32 a1s = smem_u32(A1);
+    const int nm = (z1 - z0) * MPR, njobs = (nm + MB - 1) / MB;
+    int rr[JMAX][MB], xb[JMAX][MB];
+    bool ok[JMAX][MB];
+    float acc2[JMAX][MB][4][4];
+#pragma unroll
+    for (int jj = 0; jj < JMAX; ++jj) {
+        tc_job_blocks<C, MB>(warp + jj * C::NW, z0, nm, rr[jj], xb[jj], ok[jj]);
+        tc_bias_init<C, MB, 4>(b2, acc2[jj], cq);
+    }
+#pragma unroll 1
+    for (int v = 0; v < NP; ++v) {
+        const int u = u0 + v;
+        cp_async_wait_all();
+        __syncthreads();
+        if (v + 1 < NP || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) & 1, (v + 1) % NP);
+        const int dy = v / NU, t0 = (v - dy * NU) * TU;
+        const uint4* Wu = reinterpret_cast<const uint4*>(smw + C::O_W2F + (u & 1) * C::NSPL * C::W2U) + lane;
+#pragma unroll
+        for (int jj = 0; jj < JMAX; ++jj) {
+            if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
+            u32 row[MB];
+#pragma unroll
+            for (int m = 0; m < MB; ++m)
+                row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
+            tc_conv2_tap_steps<C, TU, MB>(acc2[jj], row, Wu, C::W2U / 4, t0, lrow, lhi);
+        }
+    }
+#pragma unroll
+    for (int jj = 0; jj < JMAX; ++jj)
+        if (warp + jj * C::NW < njobs) tc_z<C, MB>(smw, Z, acc2[jj], rr[jj], xb[jj], ok[jj], lane);
+    return u0 + NP;
+}
+
 // A1 ring border fix-up: records of 8 swizzled 16-byte chunks per copy.
 template <class C>
 __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, int W) {
@@ -651,11 +757,13 @@ __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, in
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
-__global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
-                                                  const int* __restrict__ fold, float fscale) {
+// MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART: TcCfg.
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
+          int SPART = 0>
+__global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
+                                                     const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART> C;
     extern __shared__ __align__(16) u32 smw[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -669,6 +777,7 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
         if constexpr (STREAM) {  // conv2's fragments come a tap row at a time (tc_conv2_ring_z_stream)
+            if constexpr (SPART > 0) tc_stream_part<C, F2, NT>(smw, weights, 0, 0);  // part 0 under the bicubic
             for (int i = threadIdx.x; i < (C::O_W1F - C::O_W3F) / 4; i += NT)
                 dst[C::O_W3F / 4 + i] = __ldg(src + C::G_W3F / 4 + i);
         } else {  // the global array's prefix as it is
@@ -706,10 +815,14 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
                               if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
                           }
                       });
-        if (a.out_mode == OUT_BICUBIC) return;  // the host asks the fp32 kernel for that
+        if (a.out_mode == OUT_BICUBIC) {  // the host asks the fp32 kernel for that
+            if constexpr (STREAM && SPART > 0) cp_async_wait_all();
+            return;
+        }
     }
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
     int z_done = 0, a1_done = 0, out_done = 0;
+    int spart_next = 0;  // SPART: the next streamed part of conv2's fragments (tc_conv2_ring_z_pipe)
     while (out_done < nout) {
         const int z_t = min(z_done + R, nz);
         if constexpr (F2 > 1) {
@@ -721,7 +834,9 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
                 tc_fixup_a1<C>(A1, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
                 a1_done = a_t;
             }
-            if constexpr (STREAM)
+            if constexpr (STREAM && SPART > 0)
+                spart_next = tc_conv2_ring_z_pipe<C, F2, NT>(smw, weights, A1, Z, z_done, z_t, spart_next, z_t < nz);
+            else if constexpr (STREAM)
                 tc_conv2_ring_z_stream<C, F2, NT>(smw, weights, A1, Z, z_done, z_t);
             else
                 tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
@@ -740,9 +855,10 @@ __global__ void __launch_bounds__(NT, 1) fused_tc(FUSED_PARAMS, const u32* __res
     }
 }
 
-template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM>
+template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
+          int SPART = 0>
 __global__ void fused_tc_layout(int* out) {
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;
 }

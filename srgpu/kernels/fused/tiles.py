@@ -17,7 +17,13 @@ ARITHMETICS: tuple[Arithmetic, ...] = get_args(Arithmetic)
 class FusedConfig:
     """One kernel instantiation: ``kernel`` 'fp32' or 'tc' (``split`` for the fp16 hi/lo scheme),
     output tile ``th`` rows x (``rw`` - 4) columns, ``r`` rows per chunk, ``nt`` threads, and for
-    'tc' the 16-position MMA blocks per warp in conv1 (``mb1``) and conv2 (``mb2``)."""
+    'tc' the 16-position MMA blocks per warp in conv1 (``mb1``) and conv2 (``mb2``). 'tc' only:
+    ``minb`` the blocks per SM the kernel is built for (``__launch_bounds__``' second argument: with
+    2, ptxas keeps registers within half the register file per block); ``spart`` with ``stream``:
+    0 streams conv2's fragments a tap row at a time through one buffer (load, barrier, MMAs), p > 0
+    in p parts per tap row through two buffers, the next part arriving by cp.async while the current
+    one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
+    params then omit them."""
 
     kernel: str
     split: bool
@@ -30,6 +36,8 @@ class FusedConfig:
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
     fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
+    minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
+    spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
 
     @property
     def arithmetic(self) -> Arithmetic:
@@ -40,7 +48,13 @@ class FusedConfig:
             return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
                 f"{self.nt}, {self.mb1}, {self.mb2}, {'true' if self.fold else 'false'}, "
-                f"{'true' if self.stream else 'false'}>")
+                f"{'true' if self.stream else 'false'}{self._tc_extra}>")
+
+    @property
+    def _tc_extra(self) -> str:
+        """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
+        so every earlier tile keeps its kernel name."""
+        return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
         return self.kernel_name(f2).replace("fused_fp32<", "fused_fp32_layout<").replace("fused_tc<", "fused_tc_layout<")
@@ -51,14 +65,17 @@ class FusedConfig:
 
     @property
     def params(self) -> tuple[tuple[str, Any], ...]:
-        return (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
+        base = (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
                 ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
+        # minb / spart only where set: earlier tiles keep their params (cached plans, labels)
+        return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0)) if v != d)
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
-        return s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
+        return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
+                + (f"/{self.spart} pipe" if self.spart else "") + (f" {self.minb}/SM" if self.minb != 1 else ""))
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
@@ -74,6 +91,12 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         raise ValueError("the folded conv1 is built for 9-1-5 only")
     if base["stream"] and (kernel != "tc" or f2 == 1):
         raise ValueError("streaming conv2's weights is built for the tensor-core kernels of 9-3-5 and 9-5-5")
+    base["minb"] = int(base.get("minb", 1))
+    base["spart"] = int(base.get("spart", 0))
+    if base["minb"] != 1 and (kernel != "tc" or base["minb"] < 1 or base["minb"] * base["nt"] > 2048):
+        raise ValueError("minb (blocks per SM) is built for the tensor-core kernels, at most 2048 threads per SM")
+    if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
+        raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     return FusedConfig(kernel, split, **base)
 
 
