@@ -40,13 +40,15 @@ def new_configs() -> list[tuple[fused.FusedConfig, int]]:
 
 
 def test_defaults_keep_the_earlier_kernels() -> None:
-    """Every offered tile is built as before: ten template arguments, params without minb / spart."""
+    """Every offered tile without the new settings is built as before (ten template arguments,
+    params without minb / spart, so plans cached before keep their params); every offered tile's
+    params give it back."""
     for (arithmetic, f2), tiles in fused.CANDIDATES.items():
         for cfg in fused.candidate_configs(arithmetic, f2):
-            assert cfg.minb == 1 and cfg.spart == 0
-            assert "minb" not in dict(cfg.params) and "spart" not in dict(cfg.params)
-            if cfg.kernel == "tc":
-                assert cfg.kernel_name(f2).count(",") == 9, cfg.kernel_name(f2)
+            if cfg.minb == 1 and cfg.spart == 0:
+                assert "minb" not in dict(cfg.params) and "spart" not in dict(cfg.params)
+                if cfg.kernel == "tc":
+                    assert cfg.kernel_name(f2).count(",") == 9, cfg.kernel_name(f2)
             assert fused.config_for(arithmetic, f2, **dict(cfg.params)) == cfg  # a cached plan's params
     cfg = fused.config_for("fp16", 5, stream=1, spart=5)
     assert cfg.kernel_name(5).endswith(", false, true, 1, 5>") and dict(cfg.params)["spart"] == 5
@@ -67,7 +69,7 @@ def test_variant_parameters_are_checked() -> None:
 
 def test_streamed_parts_change_only_conv2s_buffers() -> None:
     """spart p holds two parts of a tap row (2 / p rows) where spart 0 holds one row."""
-    base = fused.config_for("fp16", 5)
+    base = fused.config_for("fp16", 5, spart=0)
     row = 2 * 5 * 4 * 2 * 32 * 4 * 4  # split: hi and lo, bytes
     for p in (1, 2, 4, 5, 10, 20):
         cfg = fused.config_for("fp16", 5, spart=p)
@@ -79,7 +81,6 @@ def test_new_tiles_fit_their_blocks_per_sm(cfg: fused.FusedConfig, f2: int) -> N
     shared = fused.shared_bytes(cfg, f2)
     assert shared <= OPTIN, (cfg.label, shared)
     assert cfg.minb * (shared + 1024) <= PER_SM, (cfg.label, shared)
-    assert cfg not in fused.candidate_configs(cfg.arithmetic, f2)  # the GPU sweep decides what is offered
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""Fused tiles that are built but not offered by the tuner: streamed-conv2 kernels (conv2's
-weights in shared memory one tap row at a time) where a tile that keeps all of conv2's weights
-fits and is faster (BENCHMARKS.md, "Streamed conv2"), and issue 17's tiles awaiting the GPU sweep
-(`bench_peers.py --sweep --not-offered`), which decides what is promoted to tiles.CANDIDATES. The streamed split fp16 9-5-5, the only
-split 9-5-5 that fits, is offered since the accuracy bar became per bit depth (tiles.CANDIDATES).
-Kept for the studies here and compiled / checked by the tests so the template branch stays alive."""
+"""Fused tiles that are built but not offered by the tuner, because the GPU sweep
+(`bench_peers.py --sweep --not-offered`, BENCHMARKS.md) found a faster tile of the same arithmetic:
+streamed-conv2 kernels (conv2's weights in shared memory one tap row at a time) where a tile that
+keeps all of conv2's weights fits, and issue 17's tiles that lost (the winners moved to
+tiles.CANDIDATES). Kept for the studies here and compiled / checked by the tests so the template
+branches stay alive."""
 
 from __future__ import annotations
 
@@ -15,19 +15,13 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # weights double-buffered, the next part of a tap row arriving by cp.async under the current
     # part's MMAs (spart = parts per tap row); with 8 warps where the shared memory allows
     ("fp16", 5): [dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=2),
-                  dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=5),
-                  dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=1),
-                  dict(th=64, rw=32, r=4, nt=256, mb1=1, mb2=1, stream=1, spart=2),
-                  dict(th=64, rw=32, r=8, nt=256, mb1=1, mb2=2, stream=1, spart=5),
-                  dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=5)],
-    # the first, not pipelined, is the streamed tile timed before; the others free shared memory by
-    # streaming (40 or 20 KiB of conv2's weights instead of 100) for 16-row chunks, so that each warp's
-    # conv2 job holds 4 blocks (64 positions x 32 channels: 192 shared bytes read per MMA, not 256)
+                  dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=5)],
+    # the first, not pipelined, is the streamed tile timed before; the others (and the offered 16-row
+    # tile) free shared memory by streaming (40 or 20 KiB of conv2's weights instead of 100) for
+    # 16-row chunks, so that each warp's conv2 job holds 4 blocks (192 shared bytes read per MMA, not 256)
     ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1),
-                       dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),
-                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),
-                       dict(th=64, rw=32, r=12, nt=256, mb1=2, mb2=3, stream=1, spart=1)],
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2)],
     # two blocks of 8 warps per SM (96-108 KiB each, registers capped at 128): one block's bicubic,
     # barriers and conv3 sums overlap the other's MMAs, where one block of 16 warps waits at its barriers
     ("fp16-fast", 1): [dict(th=66, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),

@@ -79,11 +79,16 @@ class FusedConfig:
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
-    """The default tile of ``arithmetic`` for an f2 x f2 middle layer, with ``params`` overriding it."""
+    """The default tile of ``arithmetic`` for an f2 x f2 middle layer, with ``params`` overriding it.
+    With any ``params``, minb and spart are 1 and 0 unless given: FusedConfig.params leaves them
+    out at those values, so a cached plan's params name the same kernel whatever tile is first."""
     if arithmetic not in ARITHMETICS:
         raise ValueError(f"unknown arithmetic {arithmetic!r}: use {', '.join(ARITHMETICS)}")
     kernel, split = ("fp32", False) if arithmetic == "fp32" else ("tc", arithmetic == "fp16")
     base = dict(CANDIDATES[(arithmetic, f2_key(f2))][0])
+    if params:
+        base.pop("minb", None)
+        base.pop("spart", None)
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
@@ -132,15 +137,25 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
     # the split 9-5-5 fits only with conv2's weights streamed one tap row at a time (184 KiB of
     # shared memory instead of 344); it meets the accuracy bar at every depth (BENCHMARKS.md)
-    ("fp16", 5): [dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1),
-                  dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1),
-                  dict(th=32, rw=32, r=4, nt=128, mb1=1, mb2=1, stream=1)],
+    # conv2's tap rows in 5 parts through two buffers, the next part copied while the current one's
+    # MMAs run (spart), 8-row chunks, 8 warps: 10.1 ms at 1080p -> 4K on the H100, against 13.8 for
+    # the stream without the overlap (BENCHMARKS.md, "new tiles timed")
+    ("fp16", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=1, mb2=2, stream=1, spart=5),
+                  dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=5),
+                  dict(th=64, rw=32, r=4, nt=256, mb1=1, mb2=1, stream=1, spart=2),
+                  dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=1),
+                  dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
     ("fp16-fast", 1): [dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2), dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1),
-                       dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2)],
+    # 16-row chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14
+    # for the tile that keeps all of conv2's weights
+    ("fp16-fast", 5): [dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
+                       dict(th=64, rw=32, r=12, nt=256, mb1=2, mb2=3, stream=1, spart=1),
+                       dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=0),
+                       dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1, stream=0),
+                       dict(th=32, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=0)],
 }
