@@ -112,6 +112,63 @@ def devices_for(workers: int, gpus: Sequence[int]) -> list[str]:
     return [f"cuda:{gpus[i % len(gpus)]}" for i in range(workers)] if gpus else ["cpu"] * workers
 
 
+@dataclass(frozen=True)
+class WorkerPlan:
+    """Which devices the chunk workers use (one entry per worker), and why not the GPU where
+    ``--device auto`` found none usable."""
+
+    devices: tuple[str, ...]
+    why_cpu: str | None = None
+
+    @property
+    def workers(self) -> int:
+        return len(self.devices)
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d for d in self.devices if d != "cpu"))
+
+    def describe(self) -> str:
+        if not self.gpus:
+            return f"{self.workers} CPU worker{'s' if self.workers != 1 else ''}"
+        per = {g: self.devices.count(g) for g in self.gpus}
+        return f"{self.workers} worker{'s' if self.workers != 1 else ''} on " + ", ".join(
+            f"{g}" + (f" (x{n})" if n > 1 else "") for g, n in per.items())
+
+
+def plan_workers(device: str, gpus: str | None = None, workers: int | None = None,
+                 cores: int | None = None) -> WorkerPlan:
+    """The workers of a run: ``device`` (auto | cpu | cuda[:N]) and ``gpus`` (None | "all" | "0,1")
+    say which GPUs (auto: every usable one; cuda:N: that one; cpu: none), ``workers`` how many
+    (None: default_workers). EngineError for a device or GPU that cannot be had."""
+    from .engine.select import parse_device
+    from .gpuinfo import cuda_status
+
+    kind, index = parse_device(device)
+    why = None
+    if workers is not None and workers < 1:
+        raise EngineError(f"--workers {workers}: at least one worker")
+    if gpus is not None:
+        if kind == "cpu":
+            raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
+        chosen: tuple[int, ...] = parse_gpus(gpus) or ()
+    elif kind == "cpu":
+        chosen = ()
+    else:
+        status = cuda_status()
+        if kind == "cuda":
+            if not status.usable:
+                raise EngineError(f"{device}: {status.reason}")
+            if index not in {d.index for d in status.devices}:
+                raise EngineError(f"{device} does not exist ({len(status.devices)} usable device(s))")
+            chosen = (index,)
+        else:
+            chosen = tuple(d.index for d in status.devices)
+            why = None if chosen else status.reason
+    n = workers if workers is not None else default_workers(len(chosen), cores)
+    return WorkerPlan(tuple(devices_for(n, chosen)), why)
+
+
 # ---------------------------------------------------------------- in this process
 
 
@@ -150,6 +207,7 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends us with SIGTERM
+    _end_with_parent()
     try:
         engine = spec.create()
     except BaseException as e:  # noqa: BLE001 - reported, then the worker ends
@@ -191,6 +249,20 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
             engine.close()
         except Exception:  # noqa: BLE001 - ending anyway
             pass
+
+
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this worker when its parent dies, even by SIGKILL (the worker then cleans up
+    as after Ctrl-C); elsewhere the broken pipe ends it at its next message."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
+            os.kill(os.getpid(), signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def _one_line(e: BaseException) -> str:

@@ -305,6 +305,7 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     work folder of an interrupted run with the same source and settings exists, its chunk list is
     taken and its verified chunks are kept (``done``)."""
     notes: list[str] = []
+    _forget_finished(Path(dst))
     if options.hwdec == "nvdec":
         notes.append("chunks are decoded on the CPU (NVDEC is not used for chunked runs yet)")
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
@@ -339,6 +340,17 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     key = Settings.of({"settings": settings.key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
     return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes))
+
+
+def _forget_finished(dst: Path) -> None:
+    """A run killed after publishing its output but before removing its work folder: the folder
+    goes (the output is there, as its record says)."""
+    work = work_folder(dst)
+    if not work.is_dir() or not dst.is_file():
+        return
+    record = read_json(work / "job.json", JOB_FORMAT, VERSION)
+    if record is not None and record.get("joined") == dst.stat().st_size:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _covers(planned: Sequence[Chunk], scan: SourceScan) -> bool:
@@ -407,6 +419,13 @@ class WorkFolder:
                 task.path.unlink(missing_ok=True)
                 task.certificate.unlink(missing_ok=True)
         return done, notes
+
+    def joined(self, size: int) -> None:
+        """The output (``size`` bytes) is about to get its name: recorded, for a run that finds the
+        folder still there after that (killed before removing it)."""
+        record = read_json(self.path / "job.json", JOB_FORMAT, VERSION)
+        if record is not None:
+            write_json(self.path / "job.json", {**record, "joined": size}, durable=True)
 
     def _lock(self) -> None:
         fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o666)
@@ -492,7 +511,7 @@ def upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool = False,
             if progress is not None:
                 progress.joining()
             try:
-                frames = join(cj, [done[c.index] for c in cj.chunks], overwrite)
+                frames = join(cj, [done[c.index] for c in cj.chunks], overwrite, before_publish=folder.joined)
                 break
             except DamagedChunk as e:
                 if attempt == 2:
@@ -532,7 +551,8 @@ class _Joiner(ffmpeg.Child):
         return self._launch(cmd, what, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
 
-def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool) -> int:
+def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
+         before_publish: Callable[[int], None] | None = None) -> int:
     """Join the verified chunks into the output: every coded frame with its source timestamp and
     duration, the other streams from the source; check the frames the file holds and publish it.
     The number of frames. DamagedChunk where a chunk file is not its certificate's any more."""
@@ -564,6 +584,8 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool) -> int
         last = float(all_pts[-1] * tb)
         check_complete(job, len(all_pts), last)
         frames = verify.check_frames(job.plan.tmp, job.plan.video_index, all_pts, tb)
+        if before_publish is not None:
+            before_publish(job.plan.tmp.stat().st_size)
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
         ok = True
         return frames
