@@ -310,8 +310,8 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
         notes.append("chunks are decoded on the CPU (NVDEC is not used for chunked runs yet)")
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
     seconds = job.info.duration or 0.0
-    if chunk_seconds is None and workers <= 1 and seconds < chunking.MIN_CHUNKED_SECONDS_ONE_WORKER:
-        return "a short video with one worker keeps the single pipeline"
+    if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
+        return "a short video keeps the single pipeline"
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
         return f"not cut into chunks: {scan}"

@@ -39,9 +39,16 @@ CHUNK_OVERHEAD_FRAMES = 48  # start-up and drain of one chunk, in frames of work
 IMBALANCE = 0.3  # of one chunk's work, lost at the end of the last round when W > 1
 MIN_CHUNK_SECONDS = 4.0
 MAX_CHUNK_SECONDS = 60.0
-# a video shorter than this keeps the single pipeline when one worker runs it (chunks then only
-# serve resume, and a short video is quickly redone)
+# shorter videos keep the single pipeline (unless chunk_seconds is given): it overlaps decoding,
+# the engine and encoding already, and a short video is quickly redone; with one worker, chunks
+# only serve resume
+MIN_CHUNKED_SECONDS = 5 * MIN_CHUNK_SECONDS
 MIN_CHUNKED_SECONDS_ONE_WORKER = 2 * MAX_CHUNK_SECONDS
+
+
+def worth_chunking(seconds: float, workers: int) -> bool:
+    """Whether a video of ``seconds`` is cut into chunks by default (no chunk_seconds given)."""
+    return seconds >= (MIN_CHUNKED_SECONDS if workers > 1 else MIN_CHUNKED_SECONDS_ONE_WORKER)
 
 
 @dataclass(frozen=True)
