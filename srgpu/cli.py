@@ -40,7 +40,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from .demo import DemoError
     from .images import _video
 
-    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError]
+    from .workers import WorkerError
+
+    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError]
     if _video is not None:
         errors.append(_video.VideoError)
     return tuple(errors)

@@ -315,3 +315,78 @@ def test_the_output_name_stays_free_until_the_join_is_verified(tmp_path: Path, e
         chunked.upscale_chunked(cj, InProcess(engine))
     assert not dst.exists() and leftovers(tmp_path) == []
     assert chunked.work_folder(dst).is_dir()  # kept for the next run
+
+
+MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_hdr10_and_aspect_ratio(tmp_path: Path, engine: BicubicEngine, suffix: str) -> None:
+    """HDR10 static metadata, PQ colour tags, 10 bits and a non-square pixel aspect ratio reach
+    the joined output as they reach the single pipeline's."""
+    from test_video import first_frame_side_data
+
+    src = make_clip(tmp_path / "hdr.mkv", frames=24, codec="libx265", pix_fmt="yuv420p10le",
+                    vf="setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc,setsar=4/3",
+                    out_args=("-x265-params", "log-level=error:keyint=6:min-keyint=6:scenecut=0:"
+                              f"master-display={MASTER_DISPLAY}:max-cll=1000,400"))
+    options = VideoOptions(EncodeOptions(codec="libx265", preset="ultrafast"))
+    single, parts, _ = run_both(src, tmp_path, engine, options, suffix=suffix)
+    assert_same_timing(single, parts)
+    want = first_frame_side_data(single)
+    assert want is not None and want.max_cll == 1000 and first_frame_side_data(parts) == want
+    line = video_line(parts)
+    assert "bt2020nc/bt2020/smpte2084" in line and "yuv420p10le" in line and "SAR 4:3" in line
+
+
+def test_the_command_line_cuts_a_video_into_chunks(tmp_path: Path, random_npz: Path) -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    dst = tmp_path / "out.mp4"
+    args = ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device", "cpu", "--preset", "medium"]
+    result = CliRunner().invoke(app, [*args, "--chunk-seconds", "0.3"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"src\.mp4: \d+ chunks, 30 frames, on 1 CPU worker", result.output)
+    assert re.search(r"\[joining\]: 30/30 frames", result.output) and "wrote" in result.output
+    assert len(shown(dst)) == 30 and not chunked.work_folder(dst).exists()
+    # --chunk-seconds 0: the single pipeline
+    single = tmp_path / "single.mp4"
+    result = CliRunner().invoke(app, [*args[:3], str(single), *args[4:], "--chunk-seconds", "0"])
+    assert result.exit_code == 0 and "chunks" not in result.output
+    assert [t for t, _ in shown(single)] == [t for t, _ in shown(dst)]
+    # a GPU that cannot be had: one line, exit status 1, nothing written
+    result = CliRunner().invoke(app, [*args[:3], str(tmp_path / "x.mp4"), *args[4:], "--gpus", "0"])
+    assert result.exit_code == 1 and "srgpu: error: --gpus" in result.output
+    assert not (tmp_path / "x.mp4").exists()
+
+
+@pytest.mark.parametrize("name, first, last", [("smpte_1080p25_h264_aac.mp4", 90, 120),
+                                               ("bbb_720p24_vp8_vorbis.webm", 267, 283),
+                                               ("nasa_2video_2audio_2subs.mp4", 202, 230)])
+def test_windows_of_the_shared_clips(shared_data: Path, name: str, first: int, last: int) -> None:
+    """A chunk's window of a real clip (H.264 in MP4, VP8 in WebM, a clip with two video streams)
+    holds exactly the frames decoding the whole stream gives there, sample for sample."""
+    import hashlib
+
+    from srgpu.video.formats import LAYOUTS
+    from srgpu.video.probe import probe
+
+    src = shared_data / "video" / name
+    scan = chunks.scan(src, 0)
+    assert not isinstance(scan, str) and first in scan.cuts
+    stream = probe(src).streams[0]
+    size = (stream.width, stream.height)
+
+    def frames(window: FrameWindow) -> list[tuple[int, str]]:
+        reader = Reader(src, 0, LAYOUTS["yuv420p"], "yuv420p", size=size, window=window)
+        reader.start()
+        return [(f.pts, hashlib.md5(b"".join(p.tobytes() for p in f.planes)).hexdigest()) for f in reader.frames()]
+
+    start, end = scan.pts[first], scan.pts[last] if last < scan.frames else None
+    sought = frames(FrameWindow(start, end, float(start * scan.time_base)))
+    whole = frames(FrameWindow(None, end, None))[first:]
+    assert sought == whole and len(sought) == last - first
