@@ -310,3 +310,30 @@ def test_worker_plans() -> None:
     assert devices_for(3, (0, 1)) == ["cuda:0", "cuda:1", "cuda:0"]
     assert encoder_threads(1, 16) is None and encoder_threads(4, 16) == 6
     assert shown  # (imported for the shared helpers' sake)
+
+
+def test_sigterm_ends_every_worker_and_leaves_the_chunks(tmp_path: Path, clip: Path, model_file: Path) -> None:
+    """SIGTERM (as Ctrl-C) while chunks are being made: exit status 143, one line, every worker and
+    ffmpeg child ended, no temporary left in the output's folder or the work folder; the verified
+    chunks stay, and the same command then finishes the job."""
+    dst = tmp_path / "out.mp4"
+    work = chunked.work_folder(dst)
+    proc = subprocess.Popen(command(clip, dst, model_file), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (work.is_dir() and list(work.glob("chunk-*.json"))) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "srgpu: error: terminated (SIGTERM)" in err, err
+    assert leftovers(tmp_path) == [] and not dst.exists()
+    assert [p.name for p in work.iterdir() if ".part" in p.name] == []
+    assert list(work.glob("chunk-*.mkv"))
+    deadline = time.monotonic() + 10
+    while not no_workers_left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert no_workers_left()
+    final = subprocess.run(command(clip, dst, model_file), cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert final.returncode == 0 and "resuming:" in final.stderr, final.stderr
+    assert len(shown(dst)) == 60 and not work.exists()
