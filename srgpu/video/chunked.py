@@ -167,6 +167,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
                 from_start: bool) -> ChunkResult:
     job, chunk = task.job, task.chunk
     started = time.perf_counter()
+    _choose_plan(task, engine)
     tmp = outputs.temp_path(task.path)
     plan = replace(job.plan, tmp=tmp, muxer="matroska", rotation=0.0, source_streams=False,
                    streams=(_chunk_stream(job, task.encoder_threads),),
@@ -193,6 +194,30 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         return result
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _choose_plan(task: ChunkTask, engine: Any) -> None:
+    """A GPU engine chooses its plan for the frame size before the first chunk, one worker at a
+    time (a lock in the work folder): on a machine without a cached plan the first measures it and
+    caches it, and the others then load it, instead of all measuring at once on the same GPU."""
+    plan_for = getattr(engine, "plan_for", None)
+    if plan_for is None:
+        return
+    in_shape = task.job.layout.plane_shapes(*task.job.reader_args["size"])[0]
+    out_shape = tuple(task.job.specs[0].out_shape)
+    try:
+        fd = os.open(task.path.parent / "plan.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        plan_for(in_shape, out_shape)
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a filesystem without locks: measure anyway
+        plan_for(in_shape, out_shape)
+    finally:
+        os.close(fd)
 
 
 def _chunk_stream(job: VideoJob, threads: int | None) -> OutputStream:
