@@ -56,11 +56,13 @@ class DaskRunner:
     ``workers``: how many tasks the cluster runs at once (its GPUs where its workers have the GPU
     resource, else its worker threads), for the chunk plan's cost model."""
 
-    def __init__(self, address: Any, spec: EngineSpec, retries: int = 2, timeout: float = 30.0) -> None:
+    def __init__(self, address: Any, spec: EngineSpec, retries: int = 2, timeout: float | None = None) -> None:
         client_class = _client_class()
         self._own = not isinstance(address, client_class)
         try:
-            self.client = client_class(address, timeout=timeout) if self._own else address
+            # timeout None: Dask's own (distributed.comm.timeouts.connect, 30 s by default)
+            self.client = (client_class(address, **({"timeout": timeout} if timeout else {})) if self._own
+                           else address)
         except (OSError, TimeoutError) as e:
             raise EngineError(f"cannot reach the Dask scheduler at {address}: {e}") from None
         info = self.client.scheduler_info()

@@ -92,3 +92,57 @@ def test_a_dask_worker_killed_mid_chunk(tmp_path: Path, cluster, clip_and_refere
     assert content(dst) == content(reference)
     assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
     cluster.wait_for_workers(2, timeout=60)  # the nanny started a new one
+
+
+CLIPS = {
+    "vfr": dict(frames=30, codec="libx264", audio="aac", vf="settb=1/90000,setpts=N*3003+mod(N*N*37\\,1500)",
+                out_args=("-fps_mode", "passthrough", "-enc_time_base", "1/90000", "-preset", "medium",
+                          "-x264-params", X264_GOP.format(k=6))),
+    "10bit": dict(frames=24, codec="libx264", pix_fmt="yuv420p10le",
+                  out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6))),
+    "open-gop-hevc": dict(frames=24, codec="libx265", audio="libopus",
+                          out_args=("-preset", "ultrafast", "-x265-params",
+                                    "log-level=error:keyint=6:min-keyint=6:scenecut=0:open-gop=1:bframes=3")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLIPS))
+def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """The same chunked job on the cluster and in this process: the same file content."""
+    from srgpu.cluster import DaskRunner
+
+    src = make_clip(tmp_path / ("src.mkv" if "hevc" in kind else "src.mp4"), **CLIPS[kind])  # type: ignore[arg-type]
+    outputs = {}
+    for where in ("here", "dask"):
+        dst = tmp_path / f"{where}.mkv"
+        cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+        assert not isinstance(cj, str) and len(cj.chunks) >= 3
+        if where == "here":
+            with SPEC.create() as engine:
+                chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
+        else:
+            chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
+        outputs[where] = content(dst)
+    assert outputs["dask"] == outputs["here"]
+
+
+def test_the_command_line_sends_chunks_to_the_cluster(tmp_path: Path, cluster, clip_and_reference,  # type: ignore[no-untyped-def]
+                                                      random_npz: Path) -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    src, _ = clip_and_reference
+    dst = tmp_path / "out.mp4"
+    address = cluster.scheduler.address
+    result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device",
+                                      "cpu", "--chunk-seconds", "0.3", "--cluster", address, "--preset", "medium"])
+    assert result.exit_code == 0, result.output
+    assert f"on the Dask cluster at {address}" in result.output and "wrote" in result.output
+    assert len(content(dst)) > 48 and not chunked.work_folder(dst).exists()
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(tmp_path / "x.mp4"), "--chunk-seconds",
+                                          "0.3", "--cluster", "tcp://127.0.0.1:9", "--device", "cpu"])
+    assert result.exit_code == 1 and "srgpu: error: cannot reach the Dask scheduler" in result.output, result.output

@@ -337,3 +337,26 @@ def test_sigterm_ends_every_worker_and_leaves_the_chunks(tmp_path: Path, clip: P
     final = subprocess.run(command(clip, dst, model_file), cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert final.returncode == 0 and "resuming:" in final.stderr, final.stderr
     assert len(shown(dst)) == 60 and not work.exists()
+
+
+def test_a_work_folder_that_cannot_be_written_is_one_line(tmp_path: Path, clip: Path, read_only_dir: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    cj = plan(clip, tmp_path / "out.mp4")
+    cj = chunked.replace(cj, work=read_only_dir / "work")
+    with pytest.raises(chunked.VideoError, match="cannot create the work folder"):
+        chunked.upscale_chunked(cj, InProcess(engine))
+
+
+def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+
+    class Racing(InProcess):
+        def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+            super().run(tasks, on_frames, on_result)
+            dst.write_bytes(b"someone else's")
+
+    with pytest.raises(chunked.VideoError, match="appeared there while srgpu was working"):
+        chunked.upscale_chunked(cj, Racing(engine))
+    assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []

@@ -155,12 +155,16 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
         sent[0] = 0
 
     try:
-        return _make_chunk(task, engine, counted, from_start=task.chunk.seek_us is None)
-    except VideoError:
-        if task.chunk.seek_us is None:
-            raise
-        rewind()
-        return _make_chunk(task, engine, counted, from_start=True)
+        try:
+            return _make_chunk(task, engine, counted, from_start=task.chunk.seek_us is None)
+        except VideoError:
+            if task.chunk.seek_us is None:
+                raise
+            rewind()
+            return _make_chunk(task, engine, counted, from_start=True)
+    except OSError as e:  # the work folder: full, gone, not writable
+        raise VideoError(f"{task.job.src}: chunk {task.chunk.index}: {e.strerror or e} "
+                         f"({e.filename or task.path.parent})") from None
 
 
 def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | None], None],
@@ -421,7 +425,10 @@ class WorkFolder:
         """Take the folder (create it, lock it, start it over where its job is not this one) and
         find the verified chunks in it: (results by index, notes)."""
         cj = self.cj
-        self.path.mkdir(exist_ok=True)
+        try:
+            self.path.mkdir(exist_ok=True)
+        except OSError as e:
+            raise VideoError(f"{self.path}: cannot create the work folder ({e.strerror})") from None
         self._lock()
         outputs.remove(outputs.stale_temps_in(self.path))
         record = read_json(self.path / "job.json", JOB_FORMAT, VERSION)
@@ -504,6 +511,16 @@ def upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool = False,
                     progress: ChunkProgress | None = None, encoder_threads: int | None = None) -> VideoResult:
     """Run a planned chunked job on ``runner`` and join it. VideoError (one line) when a chunk or
     the join fails; the work folder then stays for the next run to resume."""
+    try:
+        return _upscale_chunked(cj, runner, overwrite, progress, encoder_threads)
+    except outputs.OutputExistsError as e:
+        raise VideoError(str(e)) from None
+    except OSError as e:  # the work folder or the output's folder: full, gone, not writable
+        raise VideoError(f"{cj.job.src}: {e.strerror or e} ({e.filename or cj.work})") from None
+
+
+def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: ChunkProgress | None,
+                     encoder_threads: int | None) -> VideoResult:
     started = time.perf_counter()
     folder = WorkFolder(cj)
     outputs.remove_stale_temps(cj.job.dst)
