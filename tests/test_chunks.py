@@ -390,3 +390,26 @@ def test_windows_of_the_shared_clips(shared_data: Path, name: str, first: int, l
     sought = frames(FrameWindow(start, end, float(start * scan.time_base)))
     whole = frames(FrameWindow(None, end, None))[first:]
     assert sought == whole and len(sought) == last - first
+
+
+def test_a_chunk_that_seeking_gets_wrong_is_decoded_from_the_start(tmp_path: Path, engine: BicubicEngine,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the demuxer's seek lands after the chunk's keyframe (an unusual file), the chunk's
+    frames do not match the source's: it is decoded again from the start of the file, said in a
+    note, and the output is still the single pipeline's in every timestamp."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    original = Chunk.window
+
+    def late(self: Chunk, from_start: bool = False) -> FrameWindow:
+        window = original(self, from_start)
+        return window if window.seek is None else FrameWindow(window.start, window.end, window.seek + 0.2)
+
+    monkeypatch.setattr(Chunk, "window", late)
+    single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
+    upscale_video(src, single, engine, MEDIUM)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    result = chunked.upscale_chunked(cj, InProcess(engine))
+    assert any("decoded from the start of the file" in n for n in result.notes)
+    assert_same_timing(single, parts, audio=True)

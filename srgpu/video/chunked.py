@@ -238,7 +238,9 @@ def _chunk_stream(job: VideoJob, threads: int | None) -> OutputStream:
 def _difference(got: Sequence[int], want: Sequence[int]) -> str:
     if len(got) != len(want):
         return f"{len(got)} frames decoded where the source has {len(want)}"
-    i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    if i is None:
+        return "the decoder and the encoder counted different frames"
     return f"frame {i} decoded at pts {got[i]} where the source has {want[i]}"
 
 
