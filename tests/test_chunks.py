@@ -403,7 +403,7 @@ def test_a_chunk_that_seeking_gets_wrong_is_decoded_from_the_start(tmp_path: Pat
 
     def late(self: Chunk, from_start: bool = False) -> FrameWindow:
         window = original(self, from_start)
-        return window if window.seek is None else FrameWindow(window.start, window.end, window.seek + 0.2)
+        return window if window.seek is None else FrameWindow(window.start, window.end, window.seek + 0.3)
 
     monkeypatch.setattr(Chunk, "window", late)
     single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
