@@ -413,3 +413,17 @@ def test_a_chunk_that_seeking_gets_wrong_is_decoded_from_the_start(tmp_path: Pat
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert any("decoded from the start of the file" in n for n in result.notes)
     assert_same_timing(single, parts, audio=True)
+
+
+def test_transport_stream_with_a_start_time(tmp_path: Path, engine: BicubicEngine) -> None:
+    """MPEG-TS (starts at 1.4 s, 90 kHz, seeking by timestamp search): the chunked output is the
+    single pipeline's, shifted alike."""
+    base = make_clip(tmp_path / "base.mp4", frames=36, codec="libx264", audio="aac",
+                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    src = tmp_path / "clip.ts"
+    ff("-i", str(base), "-c", "copy", "-f", "mpegts", str(src))
+    if subprocess.run([ffmpeg_exe(), "-i", str(src)], capture_output=True).returncode < 0:
+        pytest.skip("this ffmpeg build crashes on MPEG-TS input")
+    assert re.search(r"start: 1\.4", dump(src))
+    single, parts, _ = run_both(src, tmp_path, engine)
+    assert_same_timing(single, parts, audio=True)

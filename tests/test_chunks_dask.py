@@ -100,6 +100,9 @@ CLIPS = {
                           "-x264-params", X264_GOP.format(k=6))),
     "10bit": dict(frames=24, codec="libx264", pix_fmt="yuv420p10le",
                   out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6))),
+    "cut-on-the-last-frame": dict(frames=21, codec="libx264", audio="aac",
+                                  out_args=("-preset", "medium", "-force_key_frames", "expr:eq(n,10)+eq(n,20)",
+                                            "-x264-params", "keyint=100:min-keyint=100:scenecut=0:bframes=3")),
     "open-gop-hevc": dict(frames=24, codec="libx265", audio="libopus",
                           out_args=("-preset", "ultrafast", "-x265-params",
                                     "log-level=error:keyint=6:min-keyint=6:scenecut=0:open-gop=1:bframes=3")),
@@ -115,8 +118,9 @@ def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:
     outputs = {}
     for where in ("here", "dask"):
         dst = tmp_path / f"{where}.mkv"
-        cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+        cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
         assert not isinstance(cj, str) and len(cj.chunks) >= 3
+        assert cj.chunks[-1].frames == 1 or kind != "cut-on-the-last-frame"
         if where == "here":
             with SPEC.create() as engine:
                 chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
