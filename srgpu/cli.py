@@ -386,8 +386,9 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     else:
         wplan = plan_workers(device, gpus, workers)
         count, what = wplan.workers, wplan.describe()
+    gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
     cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite, workers=count,
-                              chunk_seconds=chunk_seconds)
+                              chunk_seconds=chunk_seconds, gpu=gpu)
     if isinstance(cj, str):
         if cluster or chunk_seconds or (workers or 1) > 1:
             _info(f"note: {job.src}: one pipeline: {cj}", quiet)

@@ -76,3 +76,16 @@ def test_dask_workers_share_the_gpu(tmp_path: Path, clip: Path, single: Path) ->
         result = chunked.upscale_chunked(cj, runner)
     assert result.frames == cj.scan.frames
     close_enough(dst, single)
+
+
+def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> None:
+    """With hwdec auto and GPU workers, NVDEC decodes the chunks (its first frames having come out
+    as the CPU decoder's), and the output is the same as the CPU-decoded single pipeline's."""
+    dst = tmp_path / "nvdec.mkv"
+    options = VideoOptions(OPTIONS.encode, hwdec="auto")
+    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), options, workers=2, chunk_seconds=0.6, gpu=0)
+    assert not isinstance(cj, str) and cj.nvdec == "h264_cuvid", cj
+    with LocalPool(SPEC, ["cuda:0"] * 2) as pool:
+        result = chunked.upscale_chunked(cj, pool)
+    assert result.decoder == "h264_cuvid" and result.frames == cj.scan.frames
+    close_enough(dst, single)

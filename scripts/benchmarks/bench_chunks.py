@@ -136,6 +136,8 @@ def main() -> None:
     ap.add_argument("--chunk-seconds", type=float, default=None, help="force the chunk length (default: cost model)")
     ap.add_argument("--precision", default="auto", choices=["fp32", "fp16", "auto"])
     ap.add_argument("--hwdec", default="auto", choices=["no", "auto", "nvdec"], help="the single srgpu process's")
+    ap.add_argument("--chunk-hwdec", default="auto", choices=["no", "auto", "nvdec"],
+                    help="the chunk workers' (auto: NVDEC where its first frames are the CPU decoder's)")
     ap.add_argument("--rounds", type=int, default=1, help="rounds of all four runs per setting (medians)")
     ap.add_argument("--only", nargs="+", choices=["plain", "plain_chunks", "srgpu", "srgpu_chunks"],
                     default=["plain", "plain_chunks", "srgpu", "srgpu_chunks"])
@@ -164,7 +166,7 @@ def main() -> None:
             codec, preset = setting.split(":")
             options = VideoOptions(EncodeOptions(codec=codec, preset=preset, crf=args.crf))
             runs: dict[str, list[float]] = {k: [] for k in args.only}
-            chunks_n = None
+            chunks_n = chunk_decoder = None
             for _ in range(args.rounds):
                 out = folder / "out.mkv"
                 if "plain" in runs:
@@ -175,8 +177,10 @@ def main() -> None:
                         src, out, engine, VideoOptions(options.encode, hwdec=args.hwdec), overwrite=True)))
                 if "srgpu_chunks" in runs or "plain_chunks" in runs:
                     t0 = time.perf_counter()
-                    cj = chunked.plan_chunked(src, folder / "chunks.mkv", scale, spec.identity(), options,
-                                              overwrite=True, workers=wplan.workers, chunk_seconds=args.chunk_seconds)
+                    gpu = int(wplan.gpus[0].split(":")[1]) if wplan.gpus else None
+                    cj = chunked.plan_chunked(src, folder / "chunks.mkv", scale, spec.identity(),
+                                              VideoOptions(options.encode, hwdec=args.chunk_hwdec), overwrite=True,
+                                              workers=wplan.workers, chunk_seconds=args.chunk_seconds, gpu=gpu)
                     if isinstance(cj, str):
                         raise SystemExit(f"the source is not cut into chunks: {cj}")
                     chunks_n = len(cj.chunks)
@@ -185,6 +189,7 @@ def main() -> None:
                             result = chunked.upscale_chunked(cj, pool, overwrite=True, encoder_threads=threads)
                         runs["srgpu_chunks"].append(time.perf_counter() - t0)
                         assert result.frames == frames
+                        chunk_decoder = result.decoder
                         if resume is None:
                             resume, join = measure_resume_and_join(cj, pool_spec=spec, devices=wplan.devices,
                                                                    threads=threads)
@@ -192,7 +197,7 @@ def main() -> None:
                         runs["plain_chunks"].append(timed(lambda: plain_chunks(
                             src, out, cj, size, codec, preset, args.crf, wplan.workers, threads, folder)))
             fps = {k: frames / statistics.median(v) for k, v in runs.items() if v}
-            row = {"codec": codec, "preset": preset, "chunks": chunks_n,
+            row = {"codec": codec, "preset": preset, "chunks": chunks_n, "chunk_decoder": chunk_decoder,
                    **{f"{k}_fps": round(x, 2) for k, x in fps.items()},
                    "rounds": {k: [round(frames / s, 2) for s in v] for k, v in runs.items()}}
             if "srgpu_chunks" in fps:

@@ -49,7 +49,7 @@ from .. import outputs
 from ..manifest import Fingerprint, Settings, read_json, write_json
 from . import chunks as chunking
 from . import ffmpeg, mkv, verify
-from .api import VideoJob, VideoResult, check_complete, concealment_notes, plan_video
+from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import VideoOptions
@@ -91,6 +91,8 @@ class ChunkTask:
     key: str
     encoder_threads: int | None = None
     frame_duration: int = 1  # ticks: the source's typical frame duration, what every chunk's encoder is told
+    nvdec: str | None = None  # the NVDEC decoder (h264_cuvid, ...) that decodes it on a GPU engine's device
+    durations: tuple[int, ...] = ()  # the source's durations of its frames (NVDEC reports none)
 
     @property
     def certificate(self) -> Path:
@@ -116,11 +118,13 @@ class ChunkResult:
     seconds: float = 0.0
     concealed: int = 0
     from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
+    decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
 
     def as_json(self, key: str) -> dict[str, Any]:
         return {"format": CHUNK_FORMAT, "version": VERSION, "key": key, "index": self.index, "pts": list(self.pts),
                 "durations": list(self.durations), "size": self.size, "sha256": self.sha256,
-                "seconds": self.seconds, "concealed": self.concealed, "from_start": self.from_start}
+                "seconds": self.seconds, "concealed": self.concealed, "from_start": self.from_start,
+                "decoder": self.decoder}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "ChunkResult | None":
@@ -131,7 +135,8 @@ class ChunkResult:
             durations = tuple(None if d is None else int(d) for d in data["durations"])
             result = cls(int(data["index"]), pts, durations, int(data["size"]), str(data["sha256"]),
                          float(data.get("seconds", 0.0)), int(data.get("concealed", 0)),
-                         bool(data.get("from_start", False)))
+                         bool(data.get("from_start", False)),
+                         data.get("decoder") if isinstance(data.get("decoder"), str) else None)
         except (KeyError, TypeError, ValueError):
             return None
         return result if len(result.pts) == len(result.durations) else None
@@ -154,21 +159,40 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
             progress(-sent[0])
         sent[0] = 0
 
+    # NVDEC (where the job has it and the engine is on a GPU) after a seek, then the CPU's decoder
+    # after a seek, then the CPU's decoder from the start of the file: the first that gives exactly
+    # the chunk's frames
+    gpu = engine_gpu(engine)
+    attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
+    attempts += [(None, False)] if task.chunk.seek_us is not None else []
+    attempts += [(None, True)]
     try:
-        try:
-            return _make_chunk(task, engine, counted, from_start=task.chunk.seek_us is None)
-        except VideoError:
-            if task.chunk.seek_us is None:
-                raise
-            rewind()
-            return _make_chunk(task, engine, counted, from_start=True)
+        for k, (nvdec, from_start) in enumerate(attempts):
+            try:
+                return _make_chunk(task, engine, counted, from_start, nvdec, gpu)
+            except VideoError:
+                if k == len(attempts) - 1:
+                    raise
+                rewind()
+        raise AssertionError("unreachable")
     except OSError as e:  # the work folder: full, gone, not writable
         raise VideoError(f"{task.job.src}: chunk {task.chunk.index}: {e.strerror or e} "
                          f"({e.filename or task.path.parent})") from None
 
 
+class KnownDurations:
+    """The source's own durations of a chunk's frames, for a decoder that reports none (NVDEC):
+    what srgpu.video.verify.SourceTiming gives, from the scan instead of a second read."""
+
+    def __init__(self, time_base: Fraction, pts: Sequence[int], durations: Sequence[int]) -> None:
+        self._by_time = {p * time_base: d * time_base for p, d in zip(pts, durations)}
+
+    def duration_at(self, time: Fraction) -> Fraction | None:
+        return self._by_time.get(time)
+
+
 def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | None], None],
-                from_start: bool) -> ChunkResult:
+                from_start: bool, nvdec: str | None = None, gpu: int | None = None) -> ChunkResult:
     job, chunk = task.job, task.chunk
     started = time.perf_counter()
     _choose_plan(task, engine)
@@ -176,7 +200,13 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     plan = replace(job.plan, tmp=tmp, muxer="matroska", rotation=0.0, source_streams=False,
                    streams=(_chunk_stream(job, task.encoder_threads),),
                    frame_duration_ns=round(task.frame_duration * task.time_base * 1_000_000_000))
-    reader = Reader(job.src, job.stream.index, job.layout, **job.reader_args, window=chunk.window(from_start))
+    args: dict[str, Any] = dict(job.reader_args)
+    timing = None
+    if nvdec is not None:
+        args.update(decoder=nvdec, decoder_options=(f"-gpu:{job.stream.index}", str(gpu or 0)))
+        timing = KnownDurations(task.time_base, task.expected, task.durations)
+    reader = Reader(job.src, job.stream.index, job.layout, **args, window=chunk.window(from_start),
+                    timing=timing)  # type: ignore[arg-type]
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(plan)
     try:
@@ -191,7 +221,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         size, digest = file_digest(tmp)
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
                              time.perf_counter() - started, reader.concealed,
-                             from_start and chunk.seek_us is not None)
+                             from_start and chunk.seek_us is not None, nvdec)
         write_json(task.certificate, result.as_json(task.key), durable=True)
         _fsync(tmp)
         outputs.publish(tmp, task.path, replace=True)
@@ -302,11 +332,13 @@ class ChunkedJob:
     fingerprint: dict[str, Any]
     notes: tuple[str, ...] = ()
     done: Mapping[int, ChunkResult] = field(default_factory=dict)
+    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
 
     def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
         expected = self.scan.pts[chunk.first:chunk.last]
         return ChunkTask(self.job, chunk, expected, self.scan.time_base, chunk_path(self.work, chunk.index),
-                         self.key, encoder_threads, self.scan.typical_duration())
+                         self.key, encoder_threads, self.scan.typical_duration(), self.nvdec,
+                         self.scan.durations[chunk.first:chunk.last])
 
 
 def work_folder(dst: Path) -> Path:
@@ -329,16 +361,18 @@ def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, 
 
 def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
                  options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
-                 chunk_seconds: float | None = None) -> ChunkedJob | str:
+                 chunk_seconds: float | None = None, gpu: int | None = None) -> ChunkedJob | str:
     """Plan a chunked upscale of ``src`` into ``dst``, or say (a str) why the video keeps the
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
     that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
     work folder of an interrupted run with the same source and settings exists, its chunk list is
-    taken and its verified chunks are kept (``done``)."""
+    taken and its verified chunks are kept (``done``). ``gpu``: the CUDA device of the workers'
+    engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
+    on NVDEC where its first frames come out exactly as the CPU decoder's (srgpu.video.hwdecode);
+    every chunk's frames are then the source's own, each timestamp checked, else that chunk is
+    decoded on the CPU."""
     notes: list[str] = []
     _forget_finished(Path(dst))
-    if options.hwdec == "nvdec":
-        notes.append("chunks are decoded on the CPU (NVDEC is not used for chunked runs yet)")
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
@@ -346,6 +380,7 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
         return f"not cut into chunks: {scan}"
+    nvdec = _nvdec(job, options, gpu, notes)
     settings = video_settings(job, options, identity)
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -370,7 +405,35 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
             return "too short to cut into chunks (one chunk)"
     key = Settings.of({"settings": settings.key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
-    return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes))
+    return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
+
+
+def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[str]) -> str | None:
+    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked for)."""
+    from . import hwdecode
+
+    if options.hwdec == "no" or options.strict:
+        return None
+    if gpu is None:
+        if options.hwdec == "nvdec":
+            notes.append("chunks are decoded on the CPU: NVDEC serves GPU engines of this machine only")
+        return None
+    args = job.reader_args
+    choice = hwdecode.CUVID_DECODERS.get(job.stream.codec or "")
+    why = None
+    if args.get("decoder") is not None:
+        why = f"the stream needs the {args['decoder']} decoder"
+    elif choice is None or choice not in ffmpeg.video_codecs("decoders") or not hwdecode.nvcuvid_loadable():
+        why = f"no NVDEC decoder for {job.stream.codec} here"
+    else:
+        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
+                                                    choice, (f"-gpu:{job.stream.index}", str(gpu)))
+        if same:
+            return choice
+        why = what or "the source's first frames do not decode cleanly"
+    if options.hwdec == "nvdec":
+        notes.append(f"chunks are decoded on the CPU: {why}")
+    return None
 
 
 def _forget_finished(dst: Path) -> None:
@@ -574,11 +637,12 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
     if any(r.from_start for r in done.values()):
         notes.append("some chunks could not be decoded from their keyframe and were decoded from the start of "
                      "the file")
+    decoders = {r.decoder or "software" for r in done.values()}
     return VideoResult(output=cj.job.dst, frames=frames, seconds=seconds,
                        fps=new_frames / seconds if seconds > 0 else 0.0,
                        input_size=(cj.job.stream.width, cj.job.stream.height),  # type: ignore[arg-type]
                        output_size=cj.job.plan.enc_size, codec=cj.job.codec, pix_fmt=cj.job.pix_fmt,
-                       notes=cj.job.notes + tuple(notes), decoder="software")
+                       notes=cj.job.notes + tuple(notes), decoder=" and ".join(sorted(decoders)))
 
 
 def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:
