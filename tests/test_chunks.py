@@ -427,3 +427,35 @@ def test_transport_stream_with_a_start_time(tmp_path: Path, engine: BicubicEngin
     assert re.search(r"start: 1\.4", dump(src))
     single, parts, _ = run_both(src, tmp_path, engine)
     assert_same_timing(single, parts, audio=True)
+
+
+def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path NVDEC takes, on the CPU: a named decoder on the worker's GPU whose frames carry no
+    durations (as NVDEC's), which take the source's own from the scan; and a chunk it gets wrong
+    (here: every other one) is decoded again on the CPU decoder. The output's timing is the single
+    pipeline's."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
+    upscale_video(src, single, engine, MEDIUM)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    from dataclasses import replace
+
+    cj = replace(cj, nvdec="h264")  # ffmpeg's software H.264 decoder, named as NVDEC's would be
+    monkeypatch.setattr(chunked, "engine_gpu", lambda engine: 0)
+    monkeypatch.setattr(chunked, "nvdec_options", lambda index, gpu: ())
+    original = Reader._on_line
+
+    def no_durations(self: Reader, line: str) -> bool:  # what NVDEC reports: duration 0
+        if self.args.count("h264") and "[Parsed_showinfo_" in line:
+            line = re.sub(r"\bduration:\s*\d+", "duration: 0", line)
+            if self.window is not None and self.window.start is not None and (self.window.start // 512) % 12 == 6:
+                line = re.sub(r"\bpts:\s*(\d+)", lambda m: f"pts: {int(m.group(1)) + 1}", line)  # a wrong frame
+        return original(self, line)
+
+    monkeypatch.setattr(Reader, "_on_line", no_durations)
+    result = chunked.upscale_chunked(cj, InProcess(engine))
+    assert result.decoder == "h264 and software"
+    assert_same_timing(single, parts, audio=True)
+    assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's

@@ -180,6 +180,11 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
                          f"({e.filename or task.path.parent})") from None
 
 
+def nvdec_options(stream_index: int, gpu: int) -> tuple[str, ...]:
+    """The NVDEC decoder's options: the GPU it decodes on (the worker's engine's)."""
+    return (f"-gpu:{stream_index}", str(gpu))
+
+
 class KnownDurations:
     """The source's own durations of a chunk's frames, for a decoder that reports none (NVDEC):
     what srgpu.video.verify.SourceTiming gives, from the scan instead of a second read."""
@@ -203,7 +208,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     args: dict[str, Any] = dict(job.reader_args)
     timing = None
     if nvdec is not None:
-        args.update(decoder=nvdec, decoder_options=(f"-gpu:{job.stream.index}", str(gpu or 0)))
+        args.update(decoder=nvdec, decoder_options=nvdec_options(job.stream.index, gpu or 0))
         timing = KnownDurations(task.time_base, task.expected, task.durations)
     reader = Reader(job.src, job.stream.index, job.layout, **args, window=chunk.window(from_start),
                     timing=timing)  # type: ignore[arg-type]
@@ -427,7 +432,7 @@ def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[st
         why = f"no NVDEC decoder for {job.stream.codec} here"
     else:
         same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
-                                                    choice, (f"-gpu:{job.stream.index}", str(gpu)))
+                                                    choice, nvdec_options(job.stream.index, gpu))
         if same:
             return choice
         why = what or "the source's first frames do not decode cleanly"
