@@ -11,7 +11,6 @@ import subprocess
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from srgpu.model import random_model

@@ -321,7 +321,7 @@ def test_sigterm_ends_every_worker_and_leaves_the_chunks(tmp_path: Path, clip: P
     proc = subprocess.Popen(command(clip, dst, model_file), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not (work.is_dir() and list(work.glob("chunk-*.json"))) and time.monotonic() < deadline:
+    while not (work.is_dir() and list(work.glob("chunk-*.mkv"))) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.01)
     proc.send_signal(signal.SIGTERM)

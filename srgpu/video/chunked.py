@@ -40,13 +40,13 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .. import outputs
-from ..manifest import Fingerprint, Settings, read_json, write_json
+from ..manifest import Settings, read_json, write_json
 from . import chunks as chunking
 from . import ffmpeg, mkv, verify
 from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
@@ -54,7 +54,7 @@ from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import VideoOptions
 from .pipeline import run_pipeline
-from .reader import FrameWindow, Reader
+from .reader import Reader
 from .writer import MUXER_OPTIONS, OutputStream, Writer, pipe_origin
 
 WORK_SUFFIX = ".srgpu-chunks"
@@ -336,7 +336,6 @@ class ChunkedJob:
     settings: Settings
     fingerprint: dict[str, Any]
     notes: tuple[str, ...] = ()
-    done: Mapping[int, ChunkResult] = field(default_factory=dict)
     nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
 
     def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
@@ -371,7 +370,7 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
     that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
     work folder of an interrupted run with the same source and settings exists, its chunk list is
-    taken and its verified chunks are kept (``done``). ``gpu``: the CUDA device of the workers'
+    taken (upscale_chunked then keeps its verified chunks). ``gpu``: the CUDA device of the workers'
     engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
     on NVDEC where its first frames come out exactly as the CPU decoder's (srgpu.video.hwdecode);
     every chunk's frames are then the source's own, each timestamp checked, else that chunk is
