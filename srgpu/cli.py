@@ -377,7 +377,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     from .video import chunked
     from .workers import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
 
-    spec = EngineSpec(srcnn, scale, precision=precision)
+    spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
     if cluster:
         from .cluster import DaskRunner
 
