@@ -40,7 +40,9 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from .demo import DemoError
     from .images import _video
 
-    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError]
+    from .workers import WorkerError
+
+    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError]
     if _video is not None:
         errors.append(_video.VideoError)
     return tuple(errors)
@@ -143,6 +145,7 @@ class _LogBar:
     def __init__(self, total: int | None, unit: str, desc: str, started: float | None = None) -> None:
         self.total, self.unit, self.desc = total, unit, desc
         self.n = 0
+        self.initial = 0  # done before this run (a resumed job): not part of the rate
         self._start = started if started is not None else time.monotonic()
         self._last = time.monotonic()
         self._printed = -1  # the count last printed
@@ -164,7 +167,7 @@ class _LogBar:
     def _line(self) -> None:
         self._last = now = time.monotonic()
         self._printed = self.n
-        rate = self.n / max(now - self._start, 1e-9)
+        rate = (self.n - self.initial) / max(now - self._start, 1e-9)
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
         eta = (f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate > 0 and self.n < self.total
                else "")
@@ -289,6 +292,16 @@ def upscale(
                                 "(default: upscale it and name the frames in a note); decodes on the CPU."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
+                                          help="Chunk workers for a long video (default: about one per 4 CPU "
+                                               "cores, at least one per GPU)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="all|0,1", help="GPUs the chunk workers use "
+                                       "(default: every usable GPU with --device auto, the one --device names)."),
+    chunk_seconds: Optional[float] = typer.Option(None, "--chunk-seconds", metavar="S", min=0.0,
+                                                  help="Cut a video into chunks of about S seconds (at keyframes), "
+                                                       "0: never (default: a cost model; short videos stay whole)."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="ADDRESS", help="Send the chunks to a running "
+                                          "Dask cluster (tcp://scheduler:8786; needs srgpu[cluster])."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
@@ -298,6 +311,13 @@ def upscale(
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
                                                     extra_args=tuple(encoder_arg)),
                                video_stream=video_stream, hwdec=hwdec, strict=strict)
+        if plan.single and plan.jobs[0].kind == "video" and chunk_seconds != 0:
+            if _upscale_in_chunks(plan.jobs[0], srcnn, scale, video, overwrite, quiet, device, precision,
+                                  workers, gpus, chunk_seconds, cluster):
+                return
+        elif cluster or gpus or workers:
+            _info("note: --workers, --gpus and --cluster apply to one video (cut into chunks); images and "
+                  "folders run in this process", quiet)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:
@@ -309,6 +329,111 @@ def upscale(
         _report_batch(result, quiet)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
+
+
+class _ChunkBar:
+    """Progress of a video cut into chunks: one bar (or log line) over the whole job's frames, with
+    the chunks done in its description; frames already made by an interrupted run count as done
+    from the start (the rate and ETA count only this run's work)."""
+
+    def __init__(self, name: str, quiet: bool) -> None:
+        self.name, self.quiet = name, quiet
+        self.bar: tqdm | _LogBar | None = None
+        self.done = self.total = 0
+
+    def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None:
+        self.done, self.total = chunks_done, chunks
+        if self.quiet:
+            return
+        if chunks_done:
+            _info(f"resuming: {chunks_done} of {chunks} chunks ({frames_done} frames) already made", False)
+        self.bar = _bar(frames, "frame", self._desc())
+        if isinstance(self.bar, _LogBar):
+            self.bar.initial = self.bar.n = frames_done
+        elif frames_done:
+            self.bar.initial = self.bar.n = self.bar.last_print_n = frames_done
+            self.bar.refresh()
+
+    def _desc(self, what: str | None = None) -> str:
+        return f"{self.name} [{what or f'{self.done}/{self.total} chunks'}]"
+
+    def _describe(self, desc: str) -> None:
+        if isinstance(self.bar, _LogBar):
+            self.bar.desc = desc
+        elif self.bar is not None:
+            self.bar.set_description(desc, refresh=True)
+
+    def frames(self, n: int) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def chunk_done(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        self._describe(self._desc())
+
+    def joining(self) -> None:
+        self._describe(self._desc("joining"))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOptions, overwrite: bool, quiet: bool,
+                       device: str, precision: str, workers: int | None, gpus: str | None,
+                       chunk_seconds: float | None, cluster: str | None) -> bool:
+    """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
+    where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
+    from .video import chunked
+    from .workers import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
+
+    spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
+    if cluster:
+        from .cluster import DaskRunner
+
+        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
+        count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
+    else:
+        wplan = plan_workers(device, gpus, workers)
+        count, what = wplan.workers, wplan.describe()
+    gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
+    cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite, workers=count,
+                              chunk_seconds=chunk_seconds, gpu=gpu)
+    if isinstance(cj, str):
+        if cluster or chunk_seconds or (workers or 1) > 1:
+            _info(f"note: {job.src}: one pipeline: {cj}", quiet)
+        if cluster:
+            runner_cm.__exit__(None, None, None)
+        return False
+    started = time.monotonic()
+    if cluster:
+        runner = runner_cm
+    elif count == 1:
+        engine = _make_engine(wplan.devices[0], srcnn, scale, quiet, precision)
+        runner_cm = engine
+        runner = InProcess(engine)
+    else:
+        runner_cm = runner = LocalPool(spec, wplan.devices)
+    why = f" (GPU not used: {wplan.why_cpu})" if not cluster and wplan.why_cpu else ""
+    _info(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}; "
+          f"model: {srcnn.describe()}", quiet)
+    for note in cj.notes:
+        _info(f"note: {job.src}: {note}", quiet)
+    bar = _ChunkBar(job.src.name, quiet)
+    try:
+        with runner_cm:
+            result = chunked.upscale_chunked(cj, runner, overwrite=overwrite, progress=bar,
+                                             encoder_threads=encoder_threads(count))
+    finally:
+        bar.close()
+    for note in result.notes:
+        if note not in cj.notes:
+            _info(f"note: {job.src}: {note}", quiet)
+    if not quiet:
+        print(f"wrote {result.output} ({result.frames} frames, {len(cj.chunks)} chunks, "
+              f"{time.monotonic() - started:.1f} s)")
+    return True
 
 
 # ---------------------------------------------------------------- eval

@@ -31,7 +31,7 @@ from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, I
                         write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
-from .workers import Budget, InOrder, StageClock, StageTimes, cpu_cores, default_budget
+from .batch_stages import Budget, InOrder, StageClock, StageTimes, cpu_cores, default_budget
 from .video.options import VideoOptions  # configuration only, no ffmpeg: there in every build
 
 # Video support (srgpu.video.api and the ffmpeg stages below it) is its own part; images work in a
@@ -546,7 +546,7 @@ class ImageOptions:
     png_compression: zlib level 0-9 of PNG outputs; None: OpenCV's fast default
         (srgpu.imagefile.encode_params; BENCHMARKS.md has the trade-off).
     memory_bytes: about how much decoded images read ahead and upscaled images waiting for a
-        writer may hold (srgpu.workers.Budget); None: a quarter of the machine's memory, at most
+        writer may hold (srgpu.batch_stages.Budget); None: a quarter of the machine's memory, at most
         4 GiB. One image always goes through, however large.
     """
 
@@ -624,7 +624,7 @@ class _InFlight:
 
 class _Readers:
     """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
-    memory budget let (srgpu.workers.Budget: only while there is room, never blocking)."""
+    memory budget let (srgpu.batch_stages.Budget: only while there is room, never blocking)."""
 
     def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock) -> None:
         self.order = order

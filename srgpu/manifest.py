@@ -234,14 +234,36 @@ class Manifest:
                 "settings": {k: v for k, v in sorted(self.settings.items()) if k in used},
                 "outputs": {rel: asdict(r) for rel, r in sorted(self.records.items())},
                 "pending": sorted(self.pending)}
-        tmp, fd = outputs.create_temp(self.path)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        outputs.publish(tmp, self.path, replace=True)
+        write_json(self.path, data)
+
+
+def write_json(path: Path, data: Any, durable: bool = False) -> None:
+    """Write ``data`` as JSON to ``path`` atomically: a temporary name beside it (srgpu.outputs),
+    then a rename over whatever is there, so a reader sees the old file or the new one, whole.
+    ``durable``: flushed to disk before the rename (a record that must survive a power cut)."""
+    tmp, fd = outputs.create_temp(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"))
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    outputs.publish(tmp, path, replace=True)
+
+
+def read_json(path: Path, fmt: str, version: int) -> dict[str, Any] | None:
+    """A JSON object written with ``{"format": fmt, "version": version, ...}``, or None where the
+    file is missing, unreadable, cut short or of another format."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != fmt or data.get("version") != version:
+        return None
+    return data
 
 
 _RECORD_TYPES = {"source": str, "source_size": int, "source_mtime_ns": int, "size": int, "settings": str}

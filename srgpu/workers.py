@@ -1,141 +1,438 @@
-"""Plumbing for a batch whose files are decoded and encoded on worker threads: how many threads, a
-byte budget for the images in flight, results handed on in submission order, and the time each
-stage took. Nothing here knows about images or engines (srgpu.images runs the stages)."""
+"""Workers that run units of work (the chunks of a long video) on every GPU and CPU of this
+machine: each worker is a process with its own engine (on its GPU, or the CPU engine) that takes
+one task at a time, so that several encoders (the CPU's share of the work) run at once.
+
+A task is a picklable object with ``execute(engine, progress) -> result`` (srgpu.video.chunked.
+ChunkTask). ``InProcess`` runs tasks one after another in the calling process with an engine it
+is given; ``LocalPool`` starts worker processes (spawned: no CUDA context or thread is inherited),
+hands each one task at a time, relays their progress, and restarts a worker that dies (a task it
+was running is given to another worker, at most ``retries`` times: a chunk is published only
+once verified, so a half-made one never counts). The first task that fails stops everything
+(the others are ended) and its error is raised in the caller, in one line. Ctrl-C, SIGTERM or
+SIGHUP end every worker and its ffmpeg children.
+"""
 
 from __future__ import annotations
 
+import math
+import multiprocessing
 import os
+import signal
 import threading
+from multiprocessing.connection import wait as mp_wait
+import time
+import traceback
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Callable, Sequence
 
-T = TypeVar("T")
-MAX_DEFAULT_BUDGET = 4 * 2**30  # bytes of images in flight by default, at most
-MIN_DEFAULT_BUDGET = 256 * 2**20
-
-
-def cpu_cores() -> int:
-    """The cores this process may run on (a container's or taskset's share, not the host's)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+from .engine import Engine, GPUOptions, create_engine
+from .errors import EngineError
+from .model import SRCNNModel
+from .manifest import weights_hash
 
 
-def default_budget() -> int:
-    """A quarter of the machine's memory, between 256 MiB and 4 GiB."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
-        return MAX_DEFAULT_BUDGET // 2
-    return int(min(MAX_DEFAULT_BUDGET, max(MIN_DEFAULT_BUDGET, total // 4)))
-
-
-class Budget:
-    """Bytes of images in flight: decoded ones read ahead of the engine, upscaled ones waiting for a
-    writer. Only the calling thread takes; writers give back. One image always gets through,
-    however large (a 24000x16000 output must not wait forever), and the calling thread never
-    waits for room that only it could free: it reads ahead only while there is room (never
-    blocking), and waits for writers only while writers hold something."""
-
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError("the memory budget must be at least one byte")
-        self.limit = limit
-        self._cond = threading.Condition()
-        self.reads = 0  # estimated or actual bytes of decoded images not yet upscaled
-        self.writes = 0  # bytes of upscaled images handed to writers, not yet written
-
-    def room_for_read(self, nbytes: int) -> bool:
-        with self._cond:
-            used = self.reads + self.writes
-            return used == 0 or used + nbytes <= self.limit
-
-    def take_read(self, nbytes: int) -> None:
-        with self._cond:
-            self.reads += nbytes
-
-    def give_read(self, nbytes: int) -> None:
-        with self._cond:
-            self.reads -= nbytes
-            self._cond.notify_all()
-
-    def take_write(self, nbytes: int) -> None:
-        """Blocks while writers hold bytes and ``nbytes`` more would not fit."""
-        with self._cond:
-            while self.writes > 0 and self.reads + self.writes + nbytes > self.limit:
-                self._cond.wait()
-            self.writes += nbytes
-
-    def give_write(self, nbytes: int) -> None:
-        with self._cond:
-            self.writes -= nbytes
-            self._cond.notify_all()
-
-
-class InOrder(Generic[T]):
-    """Results put by any thread under their submission index, taken in index order: results
-    come out in the order the work was handed in, whichever worker finished first."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._results: dict[int, T] = {}
-        self._next = 0
-
-    def put(self, index: int, result: T) -> None:
-        with self._lock:
-            self._results[index] = result
-
-    def ready(self) -> list[T]:
-        """The results from the next index on that are in, up to the first one missing."""
-        out = []
-        with self._lock:
-            while self._next in self._results:
-                out.append(self._results.pop(self._next))
-                self._next += 1
-        return out
-
-
-class StageClock:
-    """Seconds spent in each stage, added up over the threads that ran it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.seconds: dict[str, float] = {}
-        self.counts: dict[str, int] = {}
-
-    def add(self, stage: str, seconds: float, count: int = 0) -> None:
-        with self._lock:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + seconds
-            self.counts[stage] = self.counts.get(stage, 0) + count
+class WorkerError(RuntimeError):
+    """A task failed in a worker; the message is the worker's one-line error."""
 
 
 @dataclass(frozen=True)
-class StageTimes:
-    """Where a batch's images spent their time, in seconds: reading (decode, orientation) and
-    writing (format conversion, encode, publish, manifest) summed over the worker threads; the
-    engine's stage (upload, upscale, download, or the CPU engine's whole work) and the calling
-    thread's waits, on the calling thread."""
+class EngineSpec:
+    """How a worker makes its engine: the model, the scale, the device ("cpu" or "cuda:N") and the
+    GPU arithmetic. Picklable: it travels to worker processes and cluster workers."""
 
-    workers: int  # reader threads, and as many writer threads
-    read: float
-    process: float
-    write: float
-    waiting_for_reads: float  # the engine idle until the next image was decoded
-    waiting_for_writes: float  # the engine held back until writers freed memory
-    images: int  # upscaled (read, processed and handed to a writer)
-    input_pixels: int
-    output_pixels: int
+    model: SRCNNModel
+    scale: int
+    device: str = "cpu"
+    precision: str = "auto"
 
-    @classmethod
-    def of(cls, clock: StageClock, workers: int) -> "StageTimes":
-        s, c = clock.seconds, clock.counts
-        return cls(workers, s.get("read", 0.0), s.get("process", 0.0), s.get("write", 0.0),
-                   s.get("wait_read", 0.0), s.get("wait_write", 0.0), c.get("process", 0),
-                   c.get("input_pixels", 0), c.get("output_pixels", 0))
+    def create(self) -> Engine:
+        return create_engine(self.device, self.model, self.scale, GPUOptions(precision=self.precision))  # type: ignore[arg-type]
 
-    def to_dict(self) -> dict[str, float | int]:
-        return {"workers": self.workers, "read_s": round(self.read, 4), "process_s": round(self.process, 4),
-                "write_s": round(self.write, 4), "waiting_for_reads_s": round(self.waiting_for_reads, 4),
-                "waiting_for_writes_s": round(self.waiting_for_writes, 4), "images": self.images,
-                "input_pixels": self.input_pixels, "output_pixels": self.output_pixels}
+    def on(self, device: str) -> "EngineSpec":
+        return EngineSpec(self.model, self.scale, device, self.precision)
+
+    def identity(self) -> dict[str, Any]:
+        """What of the engine decides its output (the device and precision do not: every engine stays
+        within one 8-bit level of the exact result)."""
+        return {"scale": self.scale, "arch": self.model.arch, "weights": weights_hash(self.model.arrays()),
+                "label": self.model.name}
+
+
+def parse_gpus(text: str | None) -> tuple[int, ...] | None:
+    """``--gpus``: None (not given), "all" -> every usable GPU, "0,1" -> (0, 1); EngineError for
+    anything else or a GPU that does not exist."""
+    if text is None:
+        return None
+    from .gpuinfo import cuda_status
+
+    text = text.strip()
+    status = cuda_status()
+    if text == "all":
+        if not status.usable:
+            raise EngineError(f"--gpus all: no usable CUDA GPU ({status.reason})")
+        return tuple(d.index for d in status.devices)
+    try:
+        wanted = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise EngineError(f"--gpus {text!r}: use all, or GPU numbers separated by commas (0,1)") from None
+    if not wanted or any(i < 0 for i in wanted) or len(set(wanted)) != len(wanted):
+        raise EngineError(f"--gpus {text!r}: use all, or GPU numbers separated by commas (0,1)")
+    if not status.usable:
+        raise EngineError(f"--gpus {text}: no usable CUDA GPU ({status.reason})")
+    have = {d.index for d in status.devices}
+    missing = [i for i in wanted if i not in have]
+    if missing:
+        raise EngineError(f"--gpus {text}: cuda:{missing[0]} does not exist ({len(have)} usable GPU(s))")
+    return wanted
+
+
+def default_workers(gpus: int, cores: int | None = None) -> int:
+    """Chunk workers when the user says none: the encoder is the CPU's part and the bottleneck of a
+    long job (DESIGN.md: 7-35 ms of CPU per 4K frame against ~1 ms of GPU), so about one worker per
+    4 cores (an x264 encoder uses 4 threads well), at least one per GPU, at most 4 per GPU (each
+    holds frames and buffers on its GPU)."""
+    cores = cores or os.cpu_count() or 1
+    n = max(1, cores // 4)
+    if gpus:
+        n = min(max(n, gpus), 4 * gpus)
+    return n
+
+
+def encoder_threads(workers: int, cores: int | None = None) -> int | None:
+    """Threads for each worker's encoder (x264): the machine's cores shared out, as x264 itself
+    uses 1.5 threads per core; None (the encoder's own choice) for one worker."""
+    if workers <= 1:
+        return None
+    cores = cores or os.cpu_count() or 1
+    return max(1, math.ceil(1.5 * cores / workers))
+
+
+def devices_for(workers: int, gpus: Sequence[int]) -> list[str]:
+    """The device of each worker: round robin over the GPUs, else the CPU."""
+    return [f"cuda:{gpus[i % len(gpus)]}" for i in range(workers)] if gpus else ["cpu"] * workers
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """Which devices the chunk workers use (one entry per worker), and why not the GPU where
+    ``--device auto`` found none usable."""
+
+    devices: tuple[str, ...]
+    why_cpu: str | None = None
+
+    @property
+    def workers(self) -> int:
+        return len(self.devices)
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d for d in self.devices if d != "cpu"))
+
+    def describe(self) -> str:
+        if not self.gpus:
+            return f"{self.workers} CPU worker{'s' if self.workers != 1 else ''}"
+        per = {g: self.devices.count(g) for g in self.gpus}
+        return f"{self.workers} worker{'s' if self.workers != 1 else ''} on " + ", ".join(
+            f"{g}" + (f" (x{n})" if n > 1 else "") for g, n in per.items())
+
+
+def plan_workers(device: str, gpus: str | None = None, workers: int | None = None,
+                 cores: int | None = None) -> WorkerPlan:
+    """The workers of a run: ``device`` (auto | cpu | cuda[:N]) and ``gpus`` (None | "all" | "0,1")
+    say which GPUs (auto: every usable one; cuda:N: that one; cpu: none), ``workers`` how many
+    (None: default_workers). EngineError for a device or GPU that cannot be had."""
+    from .engine.select import parse_device
+    from .gpuinfo import cuda_status
+
+    kind, index = parse_device(device)
+    why = None
+    if workers is not None and workers < 1:
+        raise EngineError(f"--workers {workers}: at least one worker")
+    if gpus is not None:
+        if kind == "cpu":
+            raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
+        chosen: tuple[int, ...] = parse_gpus(gpus) or ()
+    elif kind == "cpu":
+        chosen = ()
+    else:
+        status = cuda_status()
+        if kind == "cuda":
+            if not status.usable:
+                raise EngineError(f"{device}: {status.reason}")
+            if index not in {d.index for d in status.devices}:
+                raise EngineError(f"{device} does not exist ({len(status.devices)} usable device(s))")
+            chosen = (index,)
+        else:
+            chosen = tuple(d.index for d in status.devices)
+            why = None if chosen else status.reason
+    n = workers if workers is not None else default_workers(len(chosen), cores)
+    return WorkerPlan(tuple(devices_for(n, chosen)), why)
+
+
+# ---------------------------------------------------------------- in this process
+
+
+class InProcess:
+    """Runs the tasks one by one in this process, with ``engine``."""
+
+    workers = 1
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
+            on_result: Callable[[Any], None]) -> None:
+        for task in tasks:
+            on_result(task.execute(self.engine, on_frames))
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+_PROGRESS_EVERY = 0.2  # seconds between a worker's progress messages
+
+
+def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
+    """A worker process: make the engine once, then run the tasks its pipe brings, one at a time.
+    Each worker has its own pipe to the parent: a worker killed while writing breaks only its own."""
+    lock = threading.Lock()
+
+    def send(message: tuple) -> None:
+        with lock:
+            conn.send(message)
+
+    def terminate(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends us with SIGTERM
+    _end_with_parent()
+    try:
+        engine = spec.create()
+    except BaseException as e:  # noqa: BLE001 - reported, then the worker ends
+        send(("broken", None, _one_line(e)))
+        return
+    send(("ready", None, None))
+    try:
+        while True:
+            try:
+                item = conn.recv()
+            except EOFError:
+                break
+            if item is None:
+                break
+            tid, task = item
+            pending = [0, time.monotonic()]
+
+            def progress(n: int) -> None:
+                pending[0] += n
+                now = time.monotonic()
+                if now - pending[1] >= _PROGRESS_EVERY:
+                    send(("frames", tid, pending[0]))
+                    pending[0], pending[1] = 0, now
+
+            try:
+                result = task.execute(engine, progress)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+                send(("failed", tid, _one_line(e)))
+                continue
+            if pending[0]:
+                send(("frames", tid, pending[0]))
+            send(("done", tid, result))
+    except (KeyboardInterrupt, BrokenPipeError, EOFError):
+        pass
+    finally:
+        try:
+            engine.close()
+        except Exception:  # noqa: BLE001 - ending anyway
+            pass
+
+
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this worker when its parent dies, even by SIGKILL (the worker then cleans up
+    as after Ctrl-C); elsewhere the broken pipe ends it at its next message."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
+            os.kill(os.getpid(), signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def _one_line(e: BaseException) -> str:
+    from .video.errors import VideoError
+
+    if isinstance(e, (VideoError, EngineError, OSError)):
+        return " ".join(str(e).split())
+    text = traceback.format_exception_only(type(e), e)
+    return " ".join(" ".join(text).split())
+
+
+@dataclass
+class _Worker:
+    wid: int
+    slot: int
+    proc: Any
+    conn: Any
+    ready: bool = False
+    task: int | None = None  # the task id it runs
+
+
+class LocalPool:
+    """Worker processes of this machine, one engine each (``devices``: "cpu" or "cuda:N" per
+    worker). ``run`` may be called several times; ``close`` ends them."""
+
+    def __init__(self, spec: EngineSpec, devices: Sequence[str], retries: int = 2) -> None:
+        if not devices:
+            raise ValueError("a pool needs at least one worker")
+        self.spec = spec
+        self.devices = list(devices)
+        self.workers = len(self.devices)
+        self.retries = retries
+        self._ctx = multiprocessing.get_context("spawn")
+        self._pool: dict[int, _Worker] = {}
+        self._next_wid = 0
+        self._next_tid = 0
+
+    def _start(self, slot: int) -> _Worker:
+        wid = self._next_wid
+        self._next_wid += 1
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, args=(wid, self.spec.on(self.devices[slot]), child),
+                                 name=f"srgpu-worker-{wid}", daemon=True)
+        proc.start()
+        child.close()
+        worker = _Worker(wid, slot, proc, parent)
+        self._pool[wid] = worker
+        return worker
+
+    def pids(self) -> list[int]:
+        """The worker processes' ids (for tests and tools)."""
+        return [w.proc.pid for w in self._pool.values() if w.proc.pid is not None]
+
+    def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
+            on_result: Callable[[Any], None]) -> None:
+        """Run every task; the first failure (after ending every worker) is raised as WorkerError,
+        Ctrl-C as KeyboardInterrupt, after every worker is ended."""
+        if not tasks:
+            return
+        try:
+            self._run(list(tasks), on_frames, on_result)
+        except BaseException:
+            self.close(force=True)
+            raise
+
+    def _run(self, tasks: list[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None]) -> None:
+        slots = {w.slot for w in self._pool.values()}
+        for slot in range(self.workers):
+            if slot not in slots:
+                self._start(slot)
+        base = self._next_tid
+        self._next_tid += len(tasks)
+        waiting = [base + i for i in range(len(tasks))]
+        tries = {tid: 0 for tid in waiting}
+        frames_of: dict[int, int] = {}
+        left = len(tasks)
+        last_check = time.monotonic()
+        while left:
+            for w in self._pool.values():
+                if waiting and w.ready and w.task is None:
+                    tid = waiting.pop(0)
+                    tries[tid] += 1
+                    w.task = tid
+                    try:
+                        w.conn.send((tid, tasks[tid - base]))
+                    except (BrokenPipeError, OSError):
+                        pass  # it died: found below
+            conns = {w.conn: w for w in self._pool.values()}
+            for conn in mp_wait(list(conns), timeout=0.2):
+                w = conns[conn]
+                try:
+                    kind, tid, payload = conn.recv()
+                except (EOFError, OSError, Exception):  # noqa: BLE001 - a worker killed mid-message
+                    w.proc.join(5.0)
+                    if w.proc.is_alive():
+                        w.proc.kill()
+                        w.proc.join(1.0)
+                    continue
+                if kind == "ready":
+                    w.ready = True
+                elif kind == "broken":
+                    raise WorkerError(f"the worker on {self.devices[w.slot]} could not start: {payload}")
+                elif kind == "frames":
+                    frames_of[tid] = frames_of.get(tid, 0) + payload
+                    on_frames(payload)
+                elif kind == "failed":
+                    raise WorkerError(payload)
+                elif kind == "done":
+                    w.task = None
+                    left -= 1
+                    on_result(payload)
+            if time.monotonic() - last_check >= 0.2:
+                last_check = time.monotonic()
+                self._replace_dead(waiting, tries, frames_of, on_frames)
+
+    def _replace_dead(self, waiting: list[int], tries: dict[int, int], frames_of: dict[int, int],
+                      on_frames: Callable[[int], None]) -> None:
+        for w in list(self._pool.values()):
+            if w.proc.is_alive():
+                continue
+            w.proc.join(1.0)
+            del self._pool[w.wid]
+            w.conn.close()
+            tid = w.task
+            if tid is not None:
+                if frames_of.get(tid):
+                    on_frames(-frames_of.pop(tid))
+                if tries[tid] > self.retries:
+                    raise WorkerError(f"a worker died {tries[tid]} times running the same task "
+                                      f"({_exit(w.proc.exitcode)})")
+                waiting.insert(0, tid)
+            self._start(w.slot)
+
+    def close(self, force: bool = False) -> None:
+        """End the workers: politely (their pipe says stop) or, with ``force``, by SIGTERM, which
+        they turn into the same clean-up as Ctrl-C (ffmpeg children ended, temporaries removed)."""
+        for w in self._pool.values():
+            if force:
+                if w.proc.is_alive():
+                    w.proc.terminate()
+            else:
+                try:
+                    w.conn.send(None)
+                except (OSError, ValueError):
+                    pass
+        deadline = time.monotonic() + 10.0
+        for w in self._pool.values():
+            while True:
+                try:
+                    w.proc.join(max(0.0, deadline - time.monotonic()))
+                    break
+                except KeyboardInterrupt:
+                    continue
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(1.0)
+            w.conn.close()
+        self._pool.clear()
+
+    def __enter__(self) -> "LocalPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(force=exc[0] is not None)
+
+
+def _exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"

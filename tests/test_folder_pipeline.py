@@ -18,7 +18,7 @@ from srgpu.engine.cpu import CPUEngine
 from srgpu.imagefile import encode_params, read_image, read_image_data, write_image_atomic
 from srgpu.images import BatchError, ImageOptions, plan_batch, run_batch, upscale_image
 from srgpu.manifest import JOURNAL_NAME, MANIFEST_NAME
-from srgpu.workers import Budget, InOrder
+from srgpu.batch_stages import Budget, InOrder
 
 
 def folder_of(tmp_path: Path, make_image, count: int = 8) -> Path:

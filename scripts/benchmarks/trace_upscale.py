@@ -93,7 +93,7 @@ def main() -> None:
         n = bench_ffmpeg.count_frames(src)
         engine = create_engine(args.device, resolve_model("9-1-5", 2), 2, GPUOptions(precision="auto"))
         if hasattr(engine, "plan_for"):  # the GPU's plan is chosen (and cached) before any timing
-            engine.plan_for((v.height, v.width), (2 * v.height, 2 * v.width))
+            engine.plan_for((v.height, v.width), (2 * v.height, 2 * v.width), 8)  # the 8-bit default source
         allocate = engine.frame_processor
 
         def traced_allocate(*a: object, **k: object) -> object:

@@ -356,17 +356,22 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
 
 def _check_complete(job: VideoJob, reader: Reader) -> None:
+    check_complete(job, reader.frames_read, reader.last_time)
+
+
+def check_complete(job: VideoJob, frames: int, last_time: float | None) -> None:
     """A truncated source does not always make ffmpeg log an error (a race in its shutdown, seen
     about one run in twenty), but then every stream of the output stops early: compare the
-    output's duration (all streams, audio included) with the source's."""
+    output's duration (all streams, audio included) with the source's. ``frames`` and
+    ``last_time`` (seconds) say how far decoding got, for the message."""
     expected = job.info.duration
     if not expected:
         return
     got = container_duration(job.plan.tmp)
     slack = max(0.5, 3.0 / (job.stream.fps or 25.0))
     if got is not None and got < expected - slack:
-        end = f" ({reader.last_time:.3f} s of {expected:.3f} s)" if reader.last_time is not None else ""
-        raise VideoError(f"{job.src}: decoding failed after {reader.frames_read} frames{end}: the file ends "
+        end = f" ({last_time:.3f} s of {expected:.3f} s)" if last_time is not None else ""
+        raise VideoError(f"{job.src}: decoding failed after {frames} frames{end}: the file ends "
                          f"early (truncated?): the output would last {got:.3f} s")
 
 

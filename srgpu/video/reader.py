@@ -6,6 +6,11 @@ Decoding runs with -copyts (timestamps as in the file, as the writer uses them f
 streams) and -noautorotate (frames as stored; the display matrix is copied to the output instead)
 and -fps_mode passthrough (no frame dropped or duplicated).
 
+A reader may decode only a window of the stream (``FrameWindow``, srgpu.video.chunks): the frames
+whose timestamps lie in [start, end), the demuxer sought to a keyframe at or before the start,
+every packet presented before the start dropped before the decoder (the leading pictures of an
+open-GOP keyframe, which belong to the window before), and decoding stopped at the end.
+
 Damaged data that the decoder concealed (no error logged, the frame flagged corrupt) is counted
 from ffmpeg's "corrupt decoded frame" warnings; which frames they were is found afterwards, only
 where there were any (Reader.locate_concealed), as showinfo runs on another thread several frames
@@ -45,12 +50,50 @@ _CORRUPT = "corrupt decoded frame"  # ffmpeg's warning for a frame whose damage 
 _DECODER_EVENT = re.compile(rf"{_CORRUPT}|\bdecoder -> pts:(-?\d+|NOPTS) pts_time:(\S+)")
 
 
+# where decoding starts at a keyframe after the stream's start, x264's open-GOP I-frames (and
+# others) release reference frames of the GOP before, which the decoder never saw: it says so at
+# error level and decodes every later frame exactly as from the start (tests/test_chunks.py)
+_BENIGN_AFTER_SEEK = "mmco: unref short failure"
+
+
+@dataclass(frozen=True)
+class FrameWindow:
+    """The frames of a stream whose timestamps (ticks of its time base) are ``start <= pts <
+    end`` (None: from the first, to the last). ``seek``: seconds (the stream's own timestamps) to
+    seek the demuxer to first, at or before the keyframe that starts the window; every packet
+    presented before ``start`` is then dropped before the decoder, so that decoding starts at that
+    keyframe without the leading pictures of an open GOP (they belong to the window before, which
+    decodes past its end for them). None: decode from the start of the file and drop the frames
+    before ``start`` after decoding (always right, slower)."""
+
+    start: int | None = None
+    end: int | None = None
+    seek: float | None = None
+
+    def input_args(self, stream_index: int) -> list[str]:
+        if self.seek is None:
+            return []
+        args = ["-seek_timestamp", "1", "-noaccurate_seek", "-ss", f"{max(self.seek, 0.0):.6f}"]
+        if self.start is not None:
+            args += [f"-bsf:{stream_index}", f"noise=drop=lt(pts\\,{self.start})"]
+        return args
+
+    def trim(self) -> str | None:
+        parts = ([f"start_pts={self.start}"] if self.start is not None else []) + \
+                ([f"end_pts={self.end}"] if self.end is not None else [])
+        return "trim=" + ":".join(parts) if parts else None
+
+
 def decode_args(src: Path, stream_index: int, decoder: str | None, decoder_options: Sequence[str],
-                filters: str | None) -> list[str]:
+                filters: str | None, window: FrameWindow | None = None) -> list[str]:
     """ffmpeg arguments, input to filters, that decode stream ``stream_index`` of ``src`` as the
     reader does (the output format is the caller's): timestamps as in the file, frames as stored,
-    none dropped or duplicated, no re-timing (the raw output sees the exact pts)."""
-    return ["-copyts", "-noautorotate", *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
+    none dropped or duplicated, no re-timing (the raw output sees the exact pts); only the frames
+    of ``window`` where one is given."""
+    trim = window.trim() if window is not None else None
+    filters = ",".join(f for f in (trim, filters) if f) or None
+    return ["-copyts", "-noautorotate", *(window.input_args(stream_index) if window is not None else []),
+            *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
             "-i", str(src), "-map", f"0:{stream_index}", *(["-vf", filters] if filters else []),
             "-fps_mode", "passthrough", "-enc_time_base:v", "demux"]
 
@@ -83,8 +126,10 @@ class Reader(ffmpeg.Child):
     def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
                  decoder: str | None = None, vf_extra: str | None = None,
                  size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = (),
-                 strict: bool = False, timing: SourceTiming | None = None) -> None:
+                 strict: bool = False, timing: SourceTiming | None = None,
+                 window: FrameWindow | None = None) -> None:
         self.src = src
+        self.window = window  # only these frames (a chunk), None: all
         self.timing = timing  # the source's own frame durations, for a decoder that gives none (NVDEC)
         self.stream_index = stream_index
         self.size = size  # (width, height) the stream header promised; frames must match it
@@ -94,7 +139,7 @@ class Reader(ffmpeg.Child):
         self._input = (stream_index, decoder, tuple(decoder_options))  # for locate_concealed
         filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
         self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
-                     *decode_args(src, stream_index, decoder, decoder_options, filters),
+                     *decode_args(src, stream_index, decoder, decoder_options, filters, window),
                      "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]
         self.time_base: Fraction | None = None
         self.frames_read = 0
@@ -124,6 +169,8 @@ class Reader(ffmpeg.Child):
             self.concealed += line.count(_CORRUPT)
         if _SHOWINFO not in line:
             if _BENIGN in line:  # our raw pipe's muxer on out-of-order source timestamps (repaired below)
+                return True
+            if _BENIGN_AFTER_SEEK in line and self.window is not None and self.window.seek is not None:
                 return True
             if self._error_at is None and ffmpeg.split_level(line)[0] in ffmpeg.ERROR_LEVELS:
                 self._error_at = (self._logged, self._logged_pts)

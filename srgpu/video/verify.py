@@ -19,17 +19,21 @@ from . import ffmpeg
 from .errors import VideoError
 
 _TIME_BASE = re.compile(r"^#tb (\d+): (\d+)/(\d+)$", re.M)
+_KEY = 0x1  # AV_PKT_FLAG_KEY (framecrc prints no flags where they are exactly this)
 _DISCARD = 0x4  # AV_PKT_FLAG_DISCARD
 
 
 @dataclass(frozen=True)
 class StreamPackets:
-    """The packets of one stream, in file order: ``pts`` and ``durations`` in ticks of
-    ``time_base`` (pts None where a packet has none)."""
+    """The packets of one stream, in file order: ``pts``, ``durations`` and ``dts`` in ticks of
+    ``time_base`` (pts or dts None where a packet has none); ``keys``: whether each is a keyframe
+    as the demuxer marks it."""
 
     time_base: Fraction
     pts: tuple[int | None, ...]
     durations: tuple[int, ...] = ()
+    dts: tuple[int | None, ...] = ()
+    keys: tuple[bool, ...] = ()
 
     def __len__(self) -> int:
         return len(self.pts)
@@ -49,17 +53,22 @@ def stream_packets(path: Path, stream_index: int) -> StreamPackets:
         detail = " ".join((proc.stderr.strip().splitlines() or ["no packets"])[-1:])
         raise VideoError(f"{path}: cannot read the packets of stream #{stream_index} back: {detail}")
     pts: list[int | None] = []
+    dts: list[int | None] = []
     durations: list[int] = []
+    keys: list[bool] = []
     for line in proc.stdout.splitlines():
         if not line or line.startswith("#"):
             continue
         fields = [f.strip() for f in line.split(",")]
-        flags = next((int(f[2:], 16) for f in fields[6:] if f.startswith("F=")), 0)
+        flags = next((int(f[2:], 16) for f in fields[6:] if f.startswith("F=")), _KEY)
         if flags & _DISCARD:
             continue
+        dts.append(None if fields[1] == "NOPTS" else int(fields[1]))
         pts.append(None if fields[2] == "NOPTS" else int(fields[2]))
         durations.append(int(fields[3]))
-    return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts), tuple(durations))
+        keys.append(bool(flags & _KEY))
+    return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts), tuple(durations), tuple(dts),
+                         tuple(keys))
 
 
 class SourceTiming:

@@ -47,17 +47,25 @@ class EncodePlan:
     source_start: float = 0.0  # 'start:' of ffmpeg -i; subtracted from every stream, as ffmpeg does
     extra_args: tuple[str, ...] = ()  # the user's, last, so that they can override srgpu's
     hdr: HdrMetadata | None = None  # the source's HDR static metadata, passed on through the pipe
+    source_streams: bool = True  # False: the upscaled video alone (a chunk of a long video), no
+    # second input, no metadata or chapters
+    frame_duration_ns: int | None = None  # the frame rate the encoder is told (None: ffmpeg's guess
+    # from the first frames); the chunks of a video are all told the same, so that their encoders'
+    # headers (which carry it) are the same and the chunks join
 
     @property
     def video_index(self) -> int:
         """The upscaled video's stream index in the output file."""
         return next(i for i, s in enumerate(self.streams) if s.upscaled)
 
-    def command(self, time_base: Fraction, pipe_offset: float) -> list[str]:
+    def command(self, time_base: Fraction, pipe_offset: float, copy_video: bool = False) -> list[str]:
         """ffmpeg arguments, once the reader knows the exact time base. Both inputs keep their
         timestamps (-copyts) and are shifted by the same amount, the source's start time, as
         plain ffmpeg would; ``pipe_offset`` is what the pipe's own timestamps need added for that
-        (they were written relative to an origin, Matroska holding no negative times)."""
+        (they were written relative to an origin, Matroska holding no negative times).
+        ``copy_video``: the pipe carries the upscaled video already encoded (the chunks of a long
+        video, joined): it is copied, with only the options that are the muxer's (a codec tag), and
+        its track keeps the clock an encoder in ``time_base`` would have given it."""
         args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+warning", "-copyts"]
         args += ["-noautorotate"]
         if self.rotation:
@@ -66,23 +74,48 @@ class EncodePlan:
         if pipe_offset:
             args += ["-itsoffset", _num(pipe_offset)]
         args += ["-f", "matroska", "-i", "pipe:0"]
-        if self.source_start:
-            args += ["-itsoffset", _num(-self.source_start)]
-        args += ["-i", str(self.src)]
+        if self.source_streams:
+            if self.source_start:
+                args += ["-itsoffset", _num(-self.source_start)]
+            args += ["-i", str(self.src)]
         video_index = self.video_index
         for out, s in enumerate(self.streams):
-            args += ["-map", "0:0" if s.upscaled else f"1:{s.src_index}", f"-c:{out}", s.codec]
-            for key, value in s.options:
+            if not self.source_streams and not s.upscaled:
+                continue
+            codec, options = s.codec, s.options
+            if s.upscaled and copy_video:
+                codec, options = "copy", tuple(o for o in s.options if o[0] in MUXER_OPTIONS)
+            args += ["-map", "0:0" if s.upscaled else f"1:{s.src_index}", f"-c:{out}", codec]
+            for key, value in options:
                 args += [f"{key}:{out}", value]
-            args += [f"-map_metadata:s:{out}", f"1:s:{s.src_index}"]
-        args += ["-map_metadata", "1", "-map_chapters", "1"]
+            if self.source_streams:
+                args += [f"-map_metadata:s:{out}", f"1:s:{s.src_index}"]
+        if self.source_streams:
+            args += ["-map_metadata", "1", "-map_chapters", "1"]
         args += [f"-disposition:{video_index}", "default" if self.upscaled_default else "0"]
-        args += [f"-fps_mode:{video_index}", "passthrough",
-                 f"-enc_time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
-        if self.video_filters:
-            args += [f"-filter:{video_index}", ",".join(self.video_filters)]
-        args += ["-max_muxing_queue_size", "4096", *self.extra_args]
+        if copy_video:
+            # the copied stream in the encoder's time base: the muxer then chooses its track's and the
+            # movie's clock (MP4: their common multiple with the audio's) as for an encoded stream
+            args += [f"-time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
+        else:
+            args += [f"-fps_mode:{video_index}", "passthrough",
+                     f"-enc_time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
+            if self.video_filters:
+                args += [f"-filter:{video_index}", ",".join(self.video_filters)]
+        args += ["-max_muxing_queue_size", "4096", *(() if copy_video else self.extra_args)]
         return [*args, "-f", self.muxer, "-y", str(self.tmp)]
+
+
+MUXER_OPTIONS = frozenset({"-tag"})  # options of the upscaled stream that are the muxer's, not the encoder's
+
+
+def pipe_origin(source_start: float, time_base: Fraction, first_pts: int) -> tuple[int, float]:
+    """(origin, pipe_offset): the pipe's timestamps are written as ticks after ``origin`` (Matroska
+    holds no negative times), and ``pipe_offset`` seconds added back on reading put them where
+    plain ffmpeg would, shifted by the source's start time like every other stream."""
+    start = round(source_start / time_base)  # the source's start, in ticks
+    origin = min(first_pts, start)
+    return origin, round(float(origin * time_base) - source_start, 6)
 
 
 def _num(x: float) -> str:
@@ -96,6 +129,7 @@ class Writer(ffmpeg.Child):
         self.plan = plan
         self.frames_written = 0
         self.sent_pts: list[int] = []  # every frame's pts as handed to the encoder (the reader's ticks)
+        self.sent_durations: list[int | None] = []  # and its duration
         super().__init__()
         self._ns_per_tick: Fraction | None = None
         self._origin = 0  # ticks subtracted so that the pipe's timestamps are not negative
@@ -103,13 +137,11 @@ class Writer(ffmpeg.Child):
 
     def start(self, time_base: Fraction, first_pts: int) -> None:
         self._ns_per_tick = time_base * 1_000_000_000
-        start = round(self.plan.source_start / time_base)  # the source's start, in ticks
-        self._origin = min(first_pts, start)
-        pipe_offset = round(float(self._origin * time_base) - self.plan.source_start, 6)
+        self._origin, pipe_offset = pipe_origin(self.plan.source_start, time_base, first_pts)
         cmd = self.plan.command(time_base, pipe_offset)
         self._launch(cmd, str(self.plan.src), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         w, h = self.plan.enc_size
-        self._write(mkv.header(w, h, self.plan.layout, self.plan.hdr))
+        self._write(mkv.header(w, h, self.plan.layout, self.plan.hdr, self.plan.frame_duration_ns))
 
     def _ns(self, ticks: int) -> int:
         return round(ticks * self._ns_per_tick)  # type: ignore[operator]
@@ -141,6 +173,7 @@ class Writer(ffmpeg.Child):
                 frame.release()
         self.frames_written += 1
         self.sent_pts.append(frame.pts)
+        self.sent_durations.append(frame.duration)
 
     def _pad(self, planes: list[np.ndarray]) -> list[np.ndarray]:
         """Repeat the last row/column where the encoder needs even sizes (odd output sizes)."""

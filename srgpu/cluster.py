@@ -1,0 +1,123 @@
+"""The chunks of a long video as tasks of a Dask distributed cluster (``--cluster ADDRESS``; the
+``srgpu[cluster]`` extra installs dask[distributed]).
+
+Every worker of the cluster needs srgpu installed and sees the source, the work folder and the
+output under the same paths (a shared filesystem): a task names files, it does not carry
+frames. A worker with a GPU says so with a resource (``dask worker tcp://scheduler:8786
+--resources GPU=1 --nthreads 1``, or dask-cuda's ``dask cuda worker``, one worker per GPU); when
+any worker has one, every chunk asks for one (``resources={"GPU": 1}``), so a GPU runs one chunk
+of each of its workers at a time. Each worker process makes its engine once (on the GPU it sees
+first, else the CPU) and keeps it for the tasks that follow.
+
+A worker lost while it makes a chunk (killed, its machine gone) is the scheduler's business: it
+gives the task to another worker (up to the scheduler's ``allowed-failures``), and a task that
+raises is retried ``retries`` times. Nothing half-made counts: a chunk file gets its name only
+once it is verified, and the join checks every chunk's hash (srgpu.video.chunked). Progress is
+counted as chunks finish (a task cannot report its frames while it runs).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any, Callable, Sequence
+
+from .errors import EngineError
+from .workers import EngineSpec, WorkerError
+
+_local = threading.local()  # one engine per worker thread (engines are not shared between threads)
+
+
+def _client_class() -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise EngineError("--cluster needs Dask distributed: pip install 'srgpu[cluster]' (on this machine and "
+                          "on every worker)") from None
+    return Client
+
+
+def run_task(task: Any, spec: EngineSpec) -> Any:
+    """On a Dask worker: run one task with this thread's engine for ``spec`` (made on first use)."""
+    from .manifest import weights_hash
+
+    engines = getattr(_local, "engines", None)
+    if engines is None:
+        engines = _local.engines = {}
+    key = (spec.scale, spec.device, spec.precision, weights_hash(spec.model.arrays()))
+    engine = engines.get(key)
+    if engine is None:
+        engine = engines[key] = spec.create()
+    return task.execute(engine, None)
+
+
+class DaskRunner:
+    """Runs tasks on a Dask cluster: ``address`` (tcp://host:8786) or a distributed.Client.
+    ``workers``: how many tasks the cluster runs at once (its GPUs where its workers have the GPU
+    resource, else its worker threads), for the chunk plan's cost model."""
+
+    def __init__(self, address: Any, spec: EngineSpec, retries: int = 2, timeout: float | None = None) -> None:
+        client_class = _client_class()
+        self._own = not isinstance(address, client_class)
+        try:
+            # timeout None: Dask's own (distributed.comm.timeouts.connect, 30 s by default)
+            self.client = (client_class(address, **({"timeout": timeout} if timeout else {})) if self._own
+                           else address)
+        except (OSError, TimeoutError) as e:
+            raise EngineError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+        info = self.client.scheduler_info()
+        workers = info.get("workers", {})
+        if not workers:
+            self.close()
+            raise EngineError(f"the Dask cluster at {address} has no workers")
+        gpus = sum(int(w.get("resources", {}).get("GPU", 0)) for w in workers.values())
+        self.gpu = gpus > 0
+        self.workers = gpus if self.gpu else sum(int(w.get("nthreads", 1)) for w in workers.values())
+        # on the cluster each worker uses the GPU it sees (dask-cuda gives each one its own), or the CPU
+        device = spec.device if spec.device != "auto" else ("cuda" if self.gpu else "cpu")
+        self.spec = EngineSpec(spec.model, spec.scale, "cuda" if device.startswith("cuda") else device, spec.precision)
+        self.retries = retries
+
+    def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
+            on_result: Callable[[Any], None]) -> None:
+        """Submit every task, report each as it finishes; the first failure cancels the rest and is
+        raised as WorkerError (one line)."""
+        from distributed import as_completed
+
+        if not tasks:
+            return
+        run = uuid.uuid4().hex[:8]
+        spec = self.spec
+        resources = {"GPU": 1} if self.gpu else None
+        futures = [self.client.submit(run_task, task, spec, key=f"srgpu-{run}-{i}", resources=resources,
+                                      retries=self.retries, pure=False)
+                   for i, task in enumerate(tasks)]
+        try:
+            for future in as_completed(futures):
+                try:
+                    result = future.result()
+                except Exception as e:  # noqa: BLE001 - the task's error, or the scheduler's KilledWorker
+                    raise WorkerError(_one_line(e)) from None
+                on_frames(len(getattr(result, "pts", ())))
+                on_result(result)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+
+    def close(self) -> None:
+        if self._own:
+            self.client.close()
+
+    def __enter__(self) -> "DaskRunner":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    name = type(e).__name__
+    if name == "KilledWorker":
+        return f"a chunk's worker died too many times: {text}"
+    return text if name in ("VideoError", "EngineError", "ChunkMismatch", "DamagedChunk") else f"{name}: {text}"

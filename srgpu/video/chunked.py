@@ -1,0 +1,766 @@
+"""A long video upscaled in chunks: each chunk decoded frame-exactly, upscaled, encoded into its
+own file and checked on its own (by any worker: a process of this machine, a Dask worker), then
+joined without re-encoding, every frame at its source timestamp, with the source's other streams
+muxed once. The work lives in a hidden folder beside the output, so that a run interrupted in
+any way resumes where it stopped.
+
+The work folder ``.NAME.srgpu-chunks`` (beside the output NAME) holds:
+
+- ``job.json``: the source's fingerprint (path, size, mtime, a digest of its video packets'
+  timing), the settings (scale, model weights, encoder settings) and the chunk list, written
+  atomically before any chunk. A rerun with the same source and settings takes it as it is (the
+  chunk list too, whatever the number of workers now); another source or other settings start
+  over, with a note saying why.
+- per chunk, ``chunk-00012.mkv`` and its certificate ``chunk-00012.json``: the frames the chunk
+  holds (their source timestamps and durations, checked against the source's packets and read
+  back from the encoded file), the file's size and SHA-256, and the key of the job. The
+  certificate is written before the chunk file gets its name, and both atomically, so a chunk
+  file under its name was verified whole; a rerun keeps a chunk only if its certificate is this
+  job's and the file's size and hash are still the certificate's (a truncated or corrupt file is
+  redone, with a note).
+- ``lock``: held (flock) by the run that coordinates the job.
+
+Chunks are Matroska files (any codec fits) whose millisecond timestamps are not the source's
+ticks; the join does not need them to be: it knows each chunk's frames exactly (its certificate)
+and gives each coded frame, in presentation order, its source timestamp and duration, in a
+Matroska stream with 1 ns ticks written here (srgpu.video.mkv), which one ffmpeg remuxes with
+the source's audio, subtitles, chapters, attachments and metadata (``EncodePlan.command`` with
+``copy_video``). ffmpeg derives the decoding timestamps of the whole stream from the
+presentation order, so they run on across the joins (B-frames included). The result is checked
+like any srgpu video (srgpu.video.verify: every frame, at its time) before it is published.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import mmap
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from .. import outputs
+from ..manifest import Settings, read_json, write_json
+from ..plans import output_bits
+from . import chunks as chunking
+from . import ffmpeg, mkv, verify
+from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
+from .chunks import Chunk, SourceScan
+from .errors import VideoError
+from .options import VideoOptions
+from .pipeline import run_pipeline
+from .reader import Reader
+from .writer import MUXER_OPTIONS, OutputStream, Writer, pipe_origin
+
+WORK_SUFFIX = ".srgpu-chunks"
+JOB_FORMAT, CHUNK_FORMAT, VERSION = "srgpu-chunks", "srgpu-chunk", 1
+_CHUNK_NAME = re.compile(r"^chunk-\d{5}\.(mkv|json)$")
+_HASH_BLOCK = 1 << 20
+
+
+class ChunkMismatch(VideoError):
+    """A chunk's decoded or encoded frames are not the source's frames of that stretch."""
+
+
+class DamagedChunk(VideoError):
+    """A chunk file on disk is no longer the one its certificate describes."""
+
+    def __init__(self, index: int, why: str) -> None:
+        super().__init__(f"chunk {index} {why}")
+        self.index = index
+
+
+# ---------------------------------------------------------------- one chunk (any worker)
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """Everything a worker needs to make one chunk: the job (decided once, by plan_video), the
+    chunk, the source's timestamps of its frames, where its file goes and the job's key."""
+
+    job: VideoJob
+    chunk: Chunk
+    expected: tuple[int, ...]
+    time_base: Fraction
+    path: Path
+    key: str
+    encoder_threads: int | None = None
+    frame_duration: int = 1  # ticks: the source's typical frame duration, what every chunk's encoder is told
+    nvdec: str | None = None  # the NVDEC decoder (h264_cuvid, ...) that decodes it on a GPU engine's device
+    durations: tuple[int, ...] = ()  # the source's durations of its frames (NVDEC reports none)
+
+    @property
+    def certificate(self) -> Path:
+        return self.path.with_suffix(".json")
+
+    @property
+    def frames(self) -> int:
+        return len(self.expected)
+
+    def execute(self, engine: Any, progress: Callable[[int], None] | None = None) -> "ChunkResult":
+        return run_chunk(self, engine, progress)
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """A verified chunk, as its certificate says."""
+
+    index: int
+    pts: tuple[int, ...]
+    durations: tuple[int | None, ...]
+    size: int
+    sha256: str
+    seconds: float = 0.0
+    concealed: int = 0
+    from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
+    decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
+
+    def as_json(self, key: str) -> dict[str, Any]:
+        return {"format": CHUNK_FORMAT, "version": VERSION, "key": key, "index": self.index, "pts": list(self.pts),
+                "durations": list(self.durations), "size": self.size, "sha256": self.sha256,
+                "seconds": self.seconds, "concealed": self.concealed, "from_start": self.from_start,
+                "decoder": self.decoder}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "ChunkResult | None":
+        if data is None:
+            return None
+        try:
+            pts = tuple(int(p) for p in data["pts"])
+            durations = tuple(None if d is None else int(d) for d in data["durations"])
+            result = cls(int(data["index"]), pts, durations, int(data["size"]), str(data["sha256"]),
+                         float(data.get("seconds", 0.0)), int(data.get("concealed", 0)),
+                         bool(data.get("from_start", False)),
+                         data.get("decoder") if isinstance(data.get("decoder"), str) else None)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return result if len(result.pts) == len(result.durations) else None
+
+
+def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | None = None) -> ChunkResult:
+    """Decode the chunk's frames, upscale and encode them into the chunk's file, check them, write
+    the certificate, then give the file its name. Where seeking does not give exactly the
+    chunk's frames (an unusual file), the chunk is decoded again from the start of the file.
+    VideoError if it cannot be made."""
+    sent = [0]
+
+    def counted(n: int, total: int | None = None) -> None:
+        sent[0] += n
+        if progress is not None:
+            progress(n)
+
+    def rewind() -> None:
+        if sent[0] and progress is not None:
+            progress(-sent[0])
+        sent[0] = 0
+
+    # NVDEC (where the job has it and the engine is on a GPU) after a seek, then the CPU's decoder
+    # after a seek, then the CPU's decoder from the start of the file: the first that gives exactly
+    # the chunk's frames
+    gpu = engine_gpu(engine)
+    attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
+    attempts += [(None, False)] if task.chunk.seek_us is not None else []
+    attempts += [(None, True)]
+    try:
+        for k, (nvdec, from_start) in enumerate(attempts):
+            try:
+                return _make_chunk(task, engine, counted, from_start, nvdec, gpu)
+            except VideoError:
+                if k == len(attempts) - 1:
+                    raise
+                rewind()
+        raise AssertionError("unreachable")
+    except OSError as e:  # the work folder: full, gone, not writable
+        raise VideoError(f"{task.job.src}: chunk {task.chunk.index}: {e.strerror or e} "
+                         f"({e.filename or task.path.parent})") from None
+
+
+def nvdec_options(stream_index: int, gpu: int) -> tuple[str, ...]:
+    """The NVDEC decoder's options: the GPU it decodes on (the worker's engine's)."""
+    return (f"-gpu:{stream_index}", str(gpu))
+
+
+class KnownDurations:
+    """The source's own durations of a chunk's frames, for a decoder that reports none (NVDEC):
+    what srgpu.video.verify.SourceTiming gives, from the scan instead of a second read."""
+
+    def __init__(self, time_base: Fraction, pts: Sequence[int], durations: Sequence[int]) -> None:
+        self._by_time = {p * time_base: d * time_base for p, d in zip(pts, durations)}
+
+    def duration_at(self, time: Fraction) -> Fraction | None:
+        return self._by_time.get(time)
+
+
+def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | None], None],
+                from_start: bool, nvdec: str | None = None, gpu: int | None = None) -> ChunkResult:
+    job, chunk = task.job, task.chunk
+    started = time.perf_counter()
+    _choose_plan(task, engine)
+    tmp = outputs.temp_path(task.path)
+    plan = replace(job.plan, tmp=tmp, muxer="matroska", rotation=0.0, source_streams=False,
+                   streams=(_chunk_stream(job, task.encoder_threads),),
+                   frame_duration_ns=round(task.frame_duration * task.time_base * 1_000_000_000))
+    args: dict[str, Any] = dict(job.reader_args)
+    timing = None
+    if nvdec is not None:
+        args.update(decoder=nvdec, decoder_options=nvdec_options(job.stream.index, gpu or 0))
+        timing = KnownDurations(task.time_base, task.expected, task.durations)
+    reader = Reader(job.src, job.stream.index, job.layout, **args, window=chunk.window(from_start),
+                    timing=timing)  # type: ignore[arg-type]
+    reader.duration, reader.fps = job.info.duration, job.stream.fps
+    writer = Writer(plan)
+    try:
+        stats = run_pipeline(reader, engine, job.specs, job.layout.max_value, writer, progress, task.frames)
+        sent = tuple(writer.sent_pts)
+        if reader.time_base != task.time_base:
+            raise ChunkMismatch(f"{job.src}: chunk {chunk.index} decodes in time base {reader.time_base}, "
+                                f"not the container's {task.time_base}")
+        if stats.frames != reader.frames_read or sent != task.expected:
+            raise ChunkMismatch(f"{job.src}: chunk {chunk.index}: {_difference(sent, task.expected)}")
+        verify.check_frames(tmp, 0, sent, task.time_base)
+        size, digest = file_digest(tmp)
+        result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
+                             time.perf_counter() - started, reader.concealed,
+                             from_start and chunk.seek_us is not None, nvdec)
+        write_json(task.certificate, result.as_json(task.key), durable=True)
+        _fsync(tmp)
+        outputs.publish(tmp, task.path, replace=True)
+        return result
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _choose_plan(task: ChunkTask, engine: Any) -> None:
+    """A GPU engine chooses its plan for the frame size before the first chunk, one worker at a
+    time (a lock in the work folder): on a machine without a cached plan the first measures it and
+    caches it, and the others then load it, instead of all measuring at once on the same GPU."""
+    plan_for = getattr(engine, "plan_for", None)
+    if plan_for is None:
+        return
+    in_shape = task.job.layout.plane_shapes(*task.job.reader_args["size"])[0]
+    out_shape = tuple(task.job.specs[0].out_shape)
+    bits = output_bits(task.job.layout.dtype, task.job.layout.max_value)
+    try:
+        fd = os.open(task.path.parent / "plan.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        plan_for(in_shape, out_shape, bits)
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a filesystem without locks: measure anyway
+        plan_for(in_shape, out_shape, bits)
+    finally:
+        os.close(fd)
+
+
+def _chunk_stream(job: VideoJob, threads: int | None) -> OutputStream:
+    """The upscaled stream as a chunk encodes it: the job's encoder and options, less the muxer's
+    (they are the final file's, applied at the join), with a share of the CPU for the encoder."""
+    s = job.plan.streams[job.plan.video_index]
+    options = tuple(o for o in s.options if o[0] not in MUXER_OPTIONS)
+    user_threads = any(a == "-threads" or a.startswith("-threads:") for a in job.plan.extra_args)
+    if threads and job.codec == "libx264" and not user_threads:
+        options += (("-threads", str(threads)),)
+    return OutputStream(s.src_index, True, s.codec, options)
+
+
+def _difference(got: Sequence[int], want: Sequence[int]) -> str:
+    if len(got) != len(want):
+        return f"{len(got)} frames decoded where the source has {len(want)}"
+    i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    if i is None:
+        return "the decoder and the encoder counted different frames"
+    return f"frame {i} decoded at pts {got[i]} where the source has {want[i]}"
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size, SHA-256 hex) of a file."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+# ---------------------------------------------------------------- the job (the coordinator)
+
+
+class Runner(Protocol):
+    """Runs tasks (``task.execute(engine, progress)``) somewhere: in this process, in worker
+    processes of this machine (srgpu.workers), on a Dask cluster (srgpu.cluster)."""
+
+    workers: int
+
+    def run(self, tasks: Sequence[ChunkTask], on_frames: Callable[[int], None],
+            on_result: Callable[[ChunkResult], None]) -> None: ...
+
+
+class ChunkProgress(Protocol):
+    def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None: ...
+
+    def frames(self, n: int) -> None: ...
+
+    def chunk_done(self, done: int, total: int) -> None: ...
+
+    def joining(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChunkedJob:
+    """Every decision about a chunked upscale, made before any chunk runs."""
+
+    job: VideoJob
+    scan: SourceScan
+    chunks: tuple[Chunk, ...]
+    work: Path
+    key: str
+    settings: Settings
+    fingerprint: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
+
+    def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
+        expected = self.scan.pts[chunk.first:chunk.last]
+        return ChunkTask(self.job, chunk, expected, self.scan.time_base, chunk_path(self.work, chunk.index),
+                         self.key, encoder_threads, self.scan.typical_duration(), self.nvdec,
+                         self.scan.durations[chunk.first:chunk.last])
+
+
+def work_folder(dst: Path) -> Path:
+    """The hidden work folder of output ``dst``: beside it, named after it."""
+    return dst.parent / f".{dst.name}{WORK_SUFFIX}"
+
+
+def chunk_path(work: Path, index: int) -> Path:
+    return work / f"chunk-{index:05d}.mkv"
+
+
+def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, Any]) -> Settings:
+    """What decides the upscaled video's content besides the source: the model (``identity``:
+    scale, architecture, weights' hash) and the encoder's settings as decided for this job."""
+    enc = options.encode
+    values = {**identity, "codec": job.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": job.pix_fmt,
+              "encoder_args": list(enc.extra_args), "video_stream": job.stream.index}
+    return Settings.of(values, label=str(identity.get("label", "")))
+
+
+def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
+                 options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
+                 chunk_seconds: float | None = None, gpu: int | None = None) -> ChunkedJob | str:
+    """Plan a chunked upscale of ``src`` into ``dst``, or say (a str) why the video keeps the
+    single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
+    that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
+    work folder of an interrupted run with the same source and settings exists, its chunk list is
+    taken (upscale_chunked then keeps its verified chunks). ``gpu``: the CUDA device of the workers'
+    engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
+    on NVDEC where its first frames come out exactly as the CPU decoder's (srgpu.video.hwdecode);
+    every chunk's frames are then the source's own, each timestamp checked, else that chunk is
+    decoded on the CPU."""
+    notes: list[str] = []
+    _forget_finished(Path(dst))
+    job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
+    seconds = job.info.duration or 0.0
+    if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
+        return "a short video keeps the single pipeline"
+    scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
+    if isinstance(scan, str):
+        return f"not cut into chunks: {scan}"
+    nvdec = _nvdec(job, options, gpu, notes)
+    settings = video_settings(job, options, identity)
+    st = job.src.stat()
+    fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                   "digest": scan.digest}
+    work = work_folder(job.dst)
+    existing = read_json(work / "job.json", JOB_FORMAT, VERSION) if work.is_dir() else None
+    planned = None
+    if existing is not None:
+        why = _why_not_resumable(existing, fingerprint, settings)
+        if why is None:
+            try:
+                planned = tuple(Chunk.from_json(c) for c in existing["chunks"])
+            except (KeyError, TypeError, ValueError):
+                why = "its record is damaged"
+            if planned is not None and not _covers(planned, scan):
+                planned, why = None, "its chunk list does not fit the source"
+        if why is not None:
+            notes.append(f"the interrupted run's chunks were not kept: {why}; starting over")
+    if planned is None:
+        planned = chunking.plan(scan, workers, chunk_seconds)
+        if len(planned) < 2:
+            return "too short to cut into chunks (one chunk)"
+    key = Settings.of({"settings": settings.key, "source": fingerprint, "time_base": str(scan.time_base),
+                       "chunks": [c.as_json() for c in planned]}).key
+    return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
+
+
+def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[str]) -> str | None:
+    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked for)."""
+    from . import hwdecode
+
+    if options.hwdec == "no" or options.strict:
+        return None
+    if gpu is None:
+        if options.hwdec == "nvdec":
+            notes.append("chunks are decoded on the CPU: NVDEC serves GPU engines of this machine only")
+        return None
+    args = job.reader_args
+    choice = hwdecode.CUVID_DECODERS.get(job.stream.codec or "")
+    why = None
+    if args.get("decoder") is not None:
+        why = f"the stream needs the {args['decoder']} decoder"
+    elif choice is None or choice not in ffmpeg.video_codecs("decoders") or not hwdecode.nvcuvid_loadable():
+        why = f"no NVDEC decoder for {job.stream.codec} here"
+    else:
+        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
+                                                    choice, nvdec_options(job.stream.index, gpu))
+        if same:
+            return choice
+        why = what or "the source's first frames do not decode cleanly"
+    if options.hwdec == "nvdec":
+        notes.append(f"chunks are decoded on the CPU: {why}")
+    return None
+
+
+def _forget_finished(dst: Path) -> None:
+    """A run killed after publishing its output but before removing its work folder: the folder
+    goes (the output is there, as its record says)."""
+    work = work_folder(dst)
+    if not work.is_dir() or not dst.is_file():
+        return
+    record = read_json(work / "job.json", JOB_FORMAT, VERSION)
+    if record is not None and record.get("joined") == dst.stat().st_size:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _covers(planned: Sequence[Chunk], scan: SourceScan) -> bool:
+    if not planned or planned[0].first != 0 or planned[-1].last != scan.frames:
+        return False
+    return all(a.last == b.first for a, b in zip(planned, planned[1:]))
+
+
+def _why_not_resumable(existing: dict, fingerprint: dict, settings: Settings) -> str | None:
+    source = existing.get("source")
+    if not isinstance(source, dict):
+        return "its record is damaged"
+    if source.get("path") != fingerprint["path"]:
+        return f"it was made from {source.get('path')}"
+    if source != fingerprint:
+        changed = [k for k in ("size", "mtime_ns", "digest") if source.get(k) != fingerprint[k]]
+        return f"the source changed since ({', '.join(changed)})"
+    old = existing.get("settings")
+    if not isinstance(old, dict) or old.get("key") != settings.key:
+        return "they were made " + _settings_difference(old, settings)
+    return None
+
+
+def _settings_difference(old: Any, new: Settings) -> str:
+    values = old.get("values") if isinstance(old, dict) else None
+    if not isinstance(values, dict):
+        return "with settings srgpu has no record of"
+    now = dict(new.values)
+    changed = [f"{k} {values.get(k)!r} (now {now.get(k)!r})" for k in sorted(set(values) | set(now))
+               if values.get(k) != now.get(k)]
+    return "with " + ", ".join(changed) if changed else "with other settings"
+
+
+class WorkFolder:
+    """The work folder of one chunked job, held (flock) while this run coordinates it."""
+
+    def __init__(self, cj: ChunkedJob) -> None:
+        self.cj = cj
+        self.path = cj.work
+        self._lock_fd: int | None = None
+
+    def open(self) -> tuple[dict[int, ChunkResult], list[str]]:
+        """Take the folder (create it, lock it, start it over where its job is not this one) and
+        find the verified chunks in it: (results by index, notes)."""
+        cj = self.cj
+        try:
+            self.path.mkdir(exist_ok=True)
+        except OSError as e:
+            raise VideoError(f"{self.path}: cannot create the work folder ({e.strerror})") from None
+        self._lock()
+        outputs.remove(outputs.stale_temps_in(self.path))
+        record = read_json(self.path / "job.json", JOB_FORMAT, VERSION)
+        notes: list[str] = []
+        if record is None or record.get("key") != cj.key:
+            self._clear()
+            write_json(self.path / "job.json", {
+                "format": JOB_FORMAT, "version": VERSION, "key": cj.key, "source": cj.fingerprint,
+                "settings": {"key": cj.settings.key, **cj.settings.as_json()}, "time_base": str(cj.scan.time_base),
+                "chunks": [c.as_json() for c in cj.chunks]}, durable=True)
+            return {}, notes
+        done: dict[int, ChunkResult] = {}
+        for chunk in cj.chunks:
+            task = cj.task(chunk)
+            result, why = check_chunk(task)
+            if result is not None:
+                done[chunk.index] = result
+            elif why:
+                notes.append(f"chunk {chunk.index} redone: {why}")
+                task.path.unlink(missing_ok=True)
+                task.certificate.unlink(missing_ok=True)
+        return done, notes
+
+    def joined(self, size: int) -> None:
+        """The output (``size`` bytes) is about to get its name: recorded, for a run that finds the
+        folder still there after that (killed before removing it)."""
+        record = read_json(self.path / "job.json", JOB_FORMAT, VERSION)
+        if record is not None:
+            write_json(self.path / "job.json", {**record, "joined": size}, durable=True)
+
+    def _lock(self) -> None:
+        fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise VideoError(f"{self.cj.job.dst}: another srgpu is working on this output (its work folder "
+                             f"{self.path} is locked)") from None
+        self._lock_fd = fd
+
+    def _clear(self) -> None:
+        for p in self.path.iterdir():
+            if _CHUNK_NAME.match(p.name):
+                p.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def remove(self) -> None:
+        """The job is done: the folder goes."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def check_chunk(task: ChunkTask) -> tuple[ChunkResult | None, str]:
+    """A chunk of an interrupted run: its result where its file is whole and its certificate is
+    this job's, else (None, why it is redone; '' where it was simply never finished)."""
+    data = read_json(task.certificate, CHUNK_FORMAT, VERSION)
+    exists = task.path.is_file()
+    if data is None:
+        return None, "its file has no certificate" if exists else ""
+    result = ChunkResult.from_json(data)
+    if data.get("key") != task.key or result is None or result.index != task.chunk.index:
+        return None, "its certificate is not this job's"
+    if not exists:
+        return None, ""  # killed between the certificate and the file's rename
+    if result.pts != task.expected:
+        return None, "its certificate does not list the source's frames"
+    size, digest = file_digest(task.path)
+    if size != result.size:
+        return None, f"its file is {size} bytes, not the {result.size} written (truncated?)"
+    if digest != result.sha256:
+        return None, "its file changed since it was written (damaged on disk?)"
+    return result, ""
+
+
+def upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool = False,
+                    progress: ChunkProgress | None = None, encoder_threads: int | None = None) -> VideoResult:
+    """Run a planned chunked job on ``runner`` and join it. VideoError (one line) when a chunk or
+    the join fails; the work folder then stays for the next run to resume."""
+    try:
+        return _upscale_chunked(cj, runner, overwrite, progress, encoder_threads)
+    except outputs.OutputExistsError as e:
+        raise VideoError(str(e)) from None
+    except OSError as e:  # the work folder or the output's folder: full, gone, not writable
+        raise VideoError(f"{cj.job.src}: {e.strerror or e} ({e.filename or cj.work})") from None
+
+
+def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: ChunkProgress | None,
+                     encoder_threads: int | None) -> VideoResult:
+    started = time.perf_counter()
+    folder = WorkFolder(cj)
+    outputs.remove_stale_temps(cj.job.dst)
+    done, notes = folder.open()
+    notes = list(cj.notes) + notes
+    try:
+        total = cj.scan.frames
+        if progress is not None:
+            progress.begin(total, len(cj.chunks), sum(len(r.pts) for r in done.values()), len(done))
+        new_frames = 0
+        for attempt in range(3):
+            todo = [cj.task(c, encoder_threads) for c in cj.chunks if c.index not in done]
+
+            def on_result(result: ChunkResult) -> None:
+                done[result.index] = result
+                if progress is not None:
+                    progress.chunk_done(len(done), len(cj.chunks))
+
+            def on_frames(n: int) -> None:
+                nonlocal new_frames
+                new_frames += n
+                if progress is not None:
+                    progress.frames(n)
+
+            if todo:
+                runner.run(todo, on_frames, on_result)
+            missing = [c.index for c in cj.chunks if c.index not in done]
+            if missing:
+                raise VideoError(f"{cj.job.src}: chunks {missing[:5]} were not made")
+            if progress is not None:
+                progress.joining()
+            try:
+                frames = join(cj, [done[c.index] for c in cj.chunks], overwrite, before_publish=folder.joined)
+                break
+            except DamagedChunk as e:
+                if attempt == 2:
+                    raise
+                notes.append(f"{e}: redone")
+                del done[e.index]
+                chunk_path(cj.work, e.index).unlink(missing_ok=True)
+                chunk_path(cj.work, e.index).with_suffix(".json").unlink(missing_ok=True)
+    finally:
+        folder.close()
+    folder.remove()
+    seconds = time.perf_counter() - started
+    concealed = sum(r.concealed for r in done.values())
+    if concealed:
+        notes += _concealment(cj, concealed)
+    if any(r.from_start for r in done.values()):
+        notes.append("some chunks could not be decoded from their keyframe and were decoded from the start of "
+                     "the file")
+    decoders = {r.decoder or "software" for r in done.values()}
+    return VideoResult(output=cj.job.dst, frames=frames, seconds=seconds,
+                       fps=new_frames / seconds if seconds > 0 else 0.0,
+                       input_size=(cj.job.stream.width, cj.job.stream.height),  # type: ignore[arg-type]
+                       output_size=cj.job.plan.enc_size, codec=cj.job.codec, pix_fmt=cj.job.pix_fmt,
+                       notes=cj.job.notes + tuple(notes), decoder=" and ".join(sorted(decoders)))
+
+
+def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:
+    reader = Reader(cj.job.src, cj.job.stream.index, cj.job.layout, **cj.job.reader_args)
+    reader.concealed = count
+    return concealment_notes(reader)
+
+
+# ---------------------------------------------------------------- the join
+
+
+class _Joiner(ffmpeg.Child):
+    def run(self, cmd: list[str], what: str) -> subprocess.Popen:
+        return self._launch(cmd, what, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+
+
+def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
+         before_publish: Callable[[int], None] | None = None) -> int:
+    """Join the verified chunks into the output: every coded frame with its source timestamp and
+    duration, the other streams from the source; check the frames the file holds and publish it.
+    The number of frames. DamagedChunk where a chunk file is not its certificate's any more."""
+    job = cj.job
+    tb = cj.scan.time_base
+    all_pts = [p for r in results for p in r.pts]
+    if all_pts != list(cj.scan.pts):
+        raise VideoError(f"{job.src}: the chunks do not hold the source's frames")
+    origin, pipe_offset = pipe_origin(job.plan.source_start, tb, all_pts[0])
+    ns_per_tick = tb * 1_000_000_000
+    joiner = _Joiner()
+    proc = joiner.run(job.plan.command(tb, pipe_offset, copy_video=True), str(job.src))
+    ok = False
+    try:
+        stdin = proc.stdin
+        assert stdin is not None
+        first_track: mkv.CodedTrack | None = None
+        try:
+            for result in results:
+                first_track = _send_chunk(cj, result, stdin, first_track, origin, ns_per_tick)
+            stdin.close()
+        except (BrokenPipeError, OSError):
+            rc = proc.wait()
+            raise _join_failure(joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
+        rc = proc.wait()
+        joiner._log.join()  # type: ignore[union-attr]
+        if rc != 0:
+            raise _join_failure(joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
+        last = float(all_pts[-1] * tb)
+        check_complete(job, len(all_pts), last)
+        frames = verify.check_frames(job.plan.tmp, job.plan.video_index, all_pts, tb)
+        if before_publish is not None:
+            before_publish(job.plan.tmp.stat().st_size)
+        outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
+        ok = True
+        return frames
+    finally:
+        if not ok:
+            joiner.kill()
+            job.plan.tmp.unlink(missing_ok=True)
+
+
+def _join_failure(joiner: _Joiner, what: str) -> VideoError:
+    log = joiner._log
+    detail = (log.first_error or log.summary()) if log is not None else ""
+    return VideoError(f"{what}: {detail}" if detail else what)
+
+
+def _send_chunk(cj: ChunkedJob, result: ChunkResult, out: Any, first: mkv.CodedTrack | None, origin: int,
+                ns_per_tick: Fraction) -> mkv.CodedTrack:
+    path = chunk_path(cj.work, result.index)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DamagedChunk(result.index, f"cannot be read ({e.strerror})") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        if size != result.size:
+            raise DamagedChunk(result.index, f"is {size} bytes, not the {result.size} written")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            view = memoryview(data)
+            try:
+                if hashlib.sha256(view).hexdigest() != result.sha256:
+                    raise DamagedChunk(result.index, "changed since it was written (damaged on disk?)")
+                try:
+                    track, scale, frames = mkv.read_coded(view)
+                except mkv.MatroskaError as e:
+                    raise DamagedChunk(result.index, f"cannot be read: {e}") from None
+                if len(frames) != len(result.pts):
+                    raise DamagedChunk(result.index, f"holds {len(frames)} frames, not {len(result.pts)}")
+                if first is None:
+                    first = track
+                    out.write(mkv.coded_header(track))
+                elif (track.codec_id, track.codec_private) != (first.codec_id, first.codec_private):
+                    raise VideoError(f"{cj.job.src}: chunk {result.index} was encoded with other codec parameters "
+                                     "than chunk 0; they cannot be joined without re-encoding")
+                # the coded frames in presentation order take the source's timestamps in order
+                order = sorted(range(len(frames)), key=lambda i: frames[i].time_ns)
+                rank = {i: k for k, i in enumerate(order)}
+                t0 = frames[order[0]].time_ns
+                for k, i in enumerate(order):
+                    want = round((result.pts[k] - result.pts[0]) * ns_per_tick)
+                    if abs(frames[i].time_ns - t0 - want) > scale:
+                        raise DamagedChunk(result.index, f"has frame {k} at {(frames[i].time_ns - t0) / 1e9:.6f} s, "
+                                                         f"not {want / 1e9:.6f} s")
+                for i, frame in enumerate(frames):
+                    k = rank[i]
+                    pts, duration = result.pts[k], result.durations[k]
+                    before, after = mkv.frame_prefix(round((pts - origin) * ns_per_tick),
+                                                     round(duration * ns_per_tick) if duration else None,
+                                                     frame.size, frame.keyframe)
+                    out.write(before)
+                    out.write(view[frame.offset:frame.offset + frame.size])
+                    out.write(after)
+            finally:
+                view.release()
+    return first

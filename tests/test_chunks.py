@@ -1,0 +1,460 @@
+"""Long videos in chunks (srgpu.video.chunks, srgpu.video.chunked), on the CPU with the real
+bundled ffmpeg and tiny clips cut into chunks of a few frames: the chunked output against the
+single pipeline's output of the same source (frame count, every timestamp and duration, the
+streams, audio), lossless output identical frame for frame, and the pieces (scan, cost model,
+Matroska chunk reading)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from srgpu.model import random_model
+from srgpu.video import chunked, chunks, mkv
+from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
+from srgpu.video.chunks import Chunk
+from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.reader import FrameWindow, Reader
+from srgpu.video.verify import StreamPackets, stream_packets
+from srgpu.workers import InProcess
+from test_video import (BicubicEngine, assert_same_frames, decode, dump, duration, ff, leftovers, make_clip, packets,
+                        rotation, stream_lines)
+
+IDENTITY = {"scale": 2, "arch": "test", "weights": "bicubic"}
+MEDIUM = VideoOptions(EncodeOptions(preset="medium"))  # B-frames and a lookahead in every chunk's encoder
+X264_GOP = "keyint={k}:min-keyint={k}:scenecut=0:bframes=3"
+
+
+@pytest.fixture(scope="module")
+def engine() -> BicubicEngine:
+    return BicubicEngine(random_model("9-1-5", seed=21), 2)
+
+
+def shown(path: Path, spec: str = "v:0") -> list[tuple[Fraction, Fraction]]:
+    """(pts, duration) of every frame of a stream, in presentation order."""
+    return sorted((p[0], p[1]) for p in packets(path, spec))
+
+
+def video_line(path: Path) -> str:
+    """The output's video stream line without what differs between two encodes (bit rate)."""
+    return re.sub(r", \d+ kb/s", "", stream_lines(path, "Video")[0])
+
+
+def run_both(src: Path, tmp: Path, engine: BicubicEngine, options: VideoOptions = MEDIUM, suffix: str = ".mp4",
+             chunk_seconds: float = 0.3, least: int = 2) -> tuple[Path, Path, chunked.ChunkedJob]:
+    """The single pipeline's output and the chunked one's, of the same source and settings."""
+    single, parts = tmp / f"single{suffix}", tmp / f"chunked{suffix}"
+    upscale_video(src, single, engine, options)
+    cj = chunked.plan_chunked(src, parts, engine.scale, IDENTITY, options, chunk_seconds=chunk_seconds)
+    assert not isinstance(cj, str), cj
+    assert len(cj.chunks) >= least
+    result = chunked.upscale_chunked(cj, InProcess(engine))
+    assert result.frames == cj.scan.frames and result.output == parts
+    assert not chunked.work_folder(parts).exists() and leftovers(tmp) == []
+    return single, parts, cj
+
+
+def assert_same_timing(single: Path, parts: Path, audio: bool = False) -> None:
+    """Frame count, every frame's time, when the last one ends, the streams, the audio and the
+    duration. (Not every frame's duration: an MP4 file stores them as differences of decoding
+    timestamps, which follow the encoder's choice of B-frames.)"""
+    got, want = shown(parts), shown(single)
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert sum(got[-1]) == sum(want[-1])
+    assert video_line(parts) == video_line(single)
+    assert [ln.split(": ")[1] for ln in stream_lines(parts, r"\w+")] == \
+        [ln.split(": ")[1] for ln in stream_lines(single, r"\w+")]
+    if audio:
+        assert packets(parts, "a:0") == packets(single, "a:0")  # the same audio at the same times: in sync
+    assert rotation(parts) == rotation(single)
+    assert duration(parts) == pytest.approx(duration(single), abs=0.002)
+
+
+# ---------------------------------------------------------------- the pieces
+
+
+def test_scan_finds_cuts_and_open_gops(tmp_path: Path) -> None:
+    closed = make_clip(tmp_path / "closed.mp4", frames=20, codec="libx264",
+                       out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=5)))
+    found = chunks.scan(closed, 0)
+    assert not isinstance(found, str)
+    assert found.frames == 20 and found.cuts == (5, 10, 15) and not found.open_cuts
+    assert list(found.pts) == sorted(found.pts) and found.time_base == Fraction(1, 12800)
+    opened = make_clip(tmp_path / "open.mkv", frames=20, codec="libx265",
+                       out_args=("-preset", "ultrafast", "-x265-params",
+                                 "log-level=error:keyint=6:min-keyint=6:scenecut=0:open-gop=1:bframes=3"))
+    found = chunks.scan(opened, 0)
+    assert not isinstance(found, str) and found.cuts and found.open_cuts  # CRA keyframes with leading pictures
+
+
+def test_packets_that_cannot_be_cut() -> None:
+    tb = Fraction(1, 25)
+    assert "fewer than two" in chunks.analyse(StreamPackets(tb, (0,), (1,), (0,), (True,)))  # type: ignore[operator]
+    assert "no timestamp" in chunks.analyse(StreamPackets(tb, (0, None), (1, 1), (0, 1), (True, False)))  # type: ignore[operator]
+    assert "same timestamp" in chunks.analyse(StreamPackets(tb, (0, 0), (1, 1), (0, 1), (True, True)))  # type: ignore[operator]
+    # a keyframe decoded before a frame shown after it is no cut point
+    scan = chunks.analyse(StreamPackets(tb, (0, 3, 1, 2, 4), (1,) * 5, (0, 1, 2, 3, 4), (True, False, False, True, True)))
+    assert not isinstance(scan, str) and scan.cuts == (4,)
+
+
+def test_cost_model() -> None:
+    # one worker: chunks only for resume, as long as allowed
+    assert chunks.chunk_count(25 * 600, 25.0, 1) == 10
+    assert chunks.chunk_count(25 * 30, 25.0, 1) == 1
+    # several workers: a multiple of the workers, between the shortest and the longest chunks
+    for workers in (2, 4, 8):
+        for seconds in (60, 600, 7200):
+            n = chunks.chunk_count(25 * seconds, 25.0, workers)
+            assert seconds / n <= chunks.MAX_CHUNK_SECONDS + 1e-9 and (seconds / n >= chunks.MIN_CHUNK_SECONDS or n == 1)
+            if seconds / workers >= 2 * chunks.MIN_CHUNK_SECONDS and seconds / n < chunks.MAX_CHUNK_SECONDS:
+                assert n % workers == 0
+    assert chunks.chunk_count(25 * 60, 25.0, 4) == 8  # 60 s on 4 workers: 7.5 s chunks, two rounds
+    assert chunks.chunk_count(100, 25.0, 4, chunk_seconds=1.0) == 4
+
+
+def test_plan_snaps_to_cut_points() -> None:
+    tb = Fraction(1, 25)
+    n = 50
+    scan = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)),
+                                        tuple(i % 7 == 0 for i in range(n))))
+    assert not isinstance(scan, str)
+    plan = chunks.plan(scan, 1, chunk_seconds=0.5)  # 4 chunks wanted, keyframes every 7 frames
+    assert [(c.first, c.last) for c in plan] == [(0, 14), (14, 28), (28, 35), (35, 50)]
+    assert plan[0].start is None and plan[0].seek_us is None and plan[-1].end is None
+    assert [c.start for c in plan[1:]] == [14, 28, 35] and [c.end for c in plan[:-1]] == [14, 28, 35]
+    assert plan[1].seek_us == 14 * 40_000
+    assert Chunk.from_json(plan[2].as_json()) == plan[2]
+
+
+def test_a_window_decodes_exactly_its_frames(tmp_path: Path) -> None:
+    """A window of an open-GOP H.264 stream, decoded after a seek with the leading pictures dropped
+    before the decoder, gives the same frames (samples and timestamps) as decoding it all."""
+    src = make_clip(tmp_path / "og.mp4", frames=30, codec="libx264",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=10) + ":open-gop=1"))
+    scan = chunks.scan(src, 0)
+    assert not isinstance(scan, str) and 10 in scan.open_cuts
+    from srgpu.video.formats import LAYOUTS
+
+    def frames(window: FrameWindow | None) -> list[tuple[int, bytes]]:
+        reader = Reader(src, 0, LAYOUTS["yuv420p"], "yuv420p", size=(64, 48), window=window)
+        reader.start()
+        return [(f.pts, b"".join(p.tobytes() for p in f.planes)) for f in reader.frames()]
+
+    whole = frames(None)
+    start, end = scan.pts[10], scan.pts[20]
+    sought = frames(FrameWindow(start, end, float(start * scan.time_base)))
+    assert sought == [f for f in whole if start <= f[0] < end] and len(sought) == 10
+    assert frames(FrameWindow(start, end, None)) == sought  # the fallback: from the start of the file
+
+
+def test_matroska_chunks_read_back(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "c.mkv", frames=12, codec="libx264",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    data = src.read_bytes()
+    track, scale, frames = mkv.read_coded(data)
+    assert track.codec_id == "V_MPEG4/ISO/AVC" and track.codec_private and scale == 1_000_000
+    want = packets(src, "v:0")
+    assert [(Fraction(f.time_ns, 10**9), f.size) for f in frames] == [(p[0], p[2]) for p in want]
+    assert [f.keyframe for f in frames] == [k for k in stream_packets(src, 0).keys]
+    with pytest.raises(mkv.MatroskaError):
+        mkv.read_coded(data[: len(data) // 2])
+
+
+# ---------------------------------------------------------------- chunked against single
+
+
+def test_b_frames_and_audio(tmp_path: Path, engine: BicubicEngine) -> None:
+    src = make_clip(tmp_path / "src.mp4", frames=40, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    single, parts, cj = run_both(src, tmp_path, engine, least=4)
+    assert_same_timing(single, parts, audio=True)
+    assert sum(1 for p in stream_packets(parts, 0).keys if p) >= len(cj.chunks)  # each chunk starts with a keyframe
+
+
+def test_vfr(tmp_path: Path, engine: BicubicEngine) -> None:
+    src = make_clip(tmp_path / "vfr.mp4", frames=36, codec="libx264", audio="aac",
+                    vf="settb=1/90000,setpts=N*3003+mod(N*N*37\\,1500)",
+                    out_args=("-fps_mode", "passthrough", "-enc_time_base", "1/90000", "-preset", "medium",
+                              "-x264-params", X264_GOP.format(k=6)))
+    times = [t for t, _ in shown(src)]
+    assert len({b - a for a, b in zip(times, times[1:])}) > 5  # really variable
+    single, parts, _ = run_both(src, tmp_path, engine)
+    assert_same_timing(single, parts, audio=True)
+    assert [t for t, _ in shown(parts)] == times
+
+
+def test_rotated(tmp_path: Path, engine: BicubicEngine) -> None:
+    plain = make_clip(tmp_path / "plain.mp4", frames=24, codec="libx264",
+                      vf="setparams=color_primaries=bt709:color_trc=bt709:colorspace=bt709:range=tv",
+                      out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    src = tmp_path / "rot.mp4"
+    ff("-display_rotation", "90", "-i", str(plain), "-c", "copy", str(src))
+    single, parts, _ = run_both(src, tmp_path, engine)
+    assert_same_timing(single, parts)
+    assert rotation(parts) in (90.0, -90.0) and "bt709" in video_line(parts)
+
+
+def test_10bit(tmp_path: Path, engine: BicubicEngine) -> None:
+    src = make_clip(tmp_path / "ten.mp4", frames=24, codec="libx264", pix_fmt="yuv420p10le",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    single, parts, _ = run_both(src, tmp_path, engine)
+    assert_same_timing(single, parts)
+    assert "yuv420p10le" in video_line(parts) and "High 10" in video_line(parts)
+
+
+def test_open_gop_hevc(tmp_path: Path, engine: BicubicEngine) -> None:
+    """x265 with open GOPs (CRA keyframes with leading pictures) into HEVC again: every frame,
+    at its time; the cuts fall at open-GOP keyframes."""
+    src = make_clip(tmp_path / "og.mkv", frames=30, codec="libx265", audio="libopus",
+                    out_args=("-preset", "ultrafast", "-x265-params",
+                              "log-level=error:keyint=6:min-keyint=6:scenecut=0:open-gop=1:bframes=3"))
+    options = VideoOptions(EncodeOptions(codec="libx265", preset="ultrafast"))
+    single, parts, cj = run_both(src, tmp_path, engine, options, suffix=".mkv")
+    assert any(c.first in cj.scan.open_cuts for c in cj.chunks[1:])
+    assert_same_timing(single, parts, audio=True)
+    assert "hevc" in video_line(parts)
+
+
+def test_boundary_on_the_last_frame(tmp_path: Path, engine: BicubicEngine) -> None:
+    """A keyframe on the last frame, and a cut there: the last chunk is one frame long."""
+    src = make_clip(tmp_path / "last.mp4", frames=21, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-force_key_frames", "expr:eq(n,20)",
+                              "-x264-params", "keyint=100:min-keyint=100:scenecut=0:bframes=3"))
+    single, parts, cj = run_both(src, tmp_path, engine, chunk_seconds=0.4)
+    assert [c.frames for c in cj.chunks] == [20, 1]
+    assert_same_timing(single, parts, audio=True)
+
+
+def test_lossless_frames_identical(tmp_path: Path, engine: BicubicEngine) -> None:
+    """ffv1: the decoded output of the chunked run is the single pipeline's, sample for sample,
+    from an open-GOP H.264 source (the hardest cut)."""
+    src = make_clip(tmp_path / "og.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6) + ":open-gop=1"))
+    options = VideoOptions(EncodeOptions(codec="ffv1"))
+    single, parts, cj = run_both(src, tmp_path, engine, options, suffix=".mkv")
+    assert any(c.first in cj.scan.open_cuts for c in cj.chunks[1:])
+    assert_same_timing(single, parts, audio=True)
+    got, want = decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96)
+    assert len(got) == len(want) == 30
+    assert_same_frames(got, want)
+    assert len({g[0].tobytes() for g in got}) > 10  # real content, not one frame repeated
+
+
+def test_chapters_metadata_and_subtitles_once(tmp_path: Path, engine: BicubicEngine) -> None:
+    clip = make_clip(tmp_path / "c.mp4", frames=30, codec="libx264", audio="aac",
+                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    srt = tmp_path / "s.srt"
+    srt.write_text("1\n00:00:00,000 --> 00:00:00,500\nhello\n\n2\n00:00:00,600 --> 00:00:01,100\nworld\n")
+    meta = tmp_path / "meta.txt"
+    meta.write_text(";FFMETADATA1\ntitle=Chunked\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=600\ntitle=first\n"
+                    "[CHAPTER]\nTIMEBASE=1/1000\nSTART=600\nEND=1200\ntitle=second\n")
+    src = tmp_path / "src.mkv"
+    ff("-i", str(clip), "-i", str(srt), "-i", str(meta), "-map", "0", "-map", "1", "-map_metadata", "2",
+       "-map_chapters", "2", "-c", "copy", "-c:s", "srt", str(src))
+    single, parts, _ = run_both(src, tmp_path, engine, suffix=".mkv")
+    assert_same_timing(single, parts, audio=True)
+    text = dump(parts)
+    assert len(re.findall(r"Chapter #0:\d+", text)) == 2 and "Chunked" in text
+    assert packets(parts, "s:0") == packets(single, "s:0") and len(packets(parts, "s:0")) == 2
+
+
+def test_short_videos_keep_the_single_pipeline(tmp_path: Path) -> None:
+    src = make_clip(tmp_path / "s.mp4", frames=10, codec="libx264", out_args=("-preset", "ultrafast"))
+    reason = chunked.plan_chunked(src, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM)
+    assert isinstance(reason, str) and "short" in reason
+    one_gop = make_clip(tmp_path / "g.mp4", frames=10, codec="libx264",
+                        out_args=("-preset", "ultrafast", "-x264-params", "keyint=100:scenecut=0"))
+    reason = chunked.plan_chunked(one_gop, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, chunk_seconds=0.1)
+    assert isinstance(reason, str) and "no keyframe" in reason
+
+
+def test_the_join_refuses_a_chunk_that_changed(tmp_path: Path, engine: BicubicEngine) -> None:
+    """A chunk file changed after it was verified (same size, other bytes) is found by its hash at
+    the join, made again, and the output is still complete."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    calls = []
+
+    class Damaging(InProcess):
+        def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+            calls.append([t.chunk.index for t in tasks])
+            super().run(tasks, on_frames, on_result)
+            if len(calls) == 1:
+                path = tasks[1].path
+                data = bytearray(path.read_bytes())
+                data[-10] ^= 0xFF
+                path.write_bytes(bytes(data))
+
+    result = chunked.upscale_chunked(cj, Damaging(engine))
+    assert calls[1] == [1] and any("chunk 1 changed" in n for n in result.notes)
+    assert len(shown(dst)) == 30
+
+
+def test_the_output_name_stays_free_until_the_join_is_verified(tmp_path: Path, engine: BicubicEngine,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    src = make_clip(tmp_path / "src.mp4", frames=24, codec="libx264",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    from srgpu.video import verify
+
+    def lost_frame(path, stream_index, sent, time_base):  # type: ignore[no-untyped-def]
+        raise chunked.VideoError(f"{path.name}: the encoded file holds {len(sent) - 1} video frames")
+
+    monkeypatch.setattr(verify, "check_frames", lost_frame)
+    with pytest.raises(chunked.VideoError, match="holds"):
+        chunked.upscale_chunked(cj, InProcess(engine))
+    assert not dst.exists() and leftovers(tmp_path) == []
+    assert chunked.work_folder(dst).is_dir()  # kept for the next run
+
+
+MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_hdr10_and_aspect_ratio(tmp_path: Path, engine: BicubicEngine, suffix: str) -> None:
+    """HDR10 static metadata, PQ colour tags, 10 bits and a non-square pixel aspect ratio reach
+    the joined output as they reach the single pipeline's."""
+    from test_video import first_frame_side_data
+
+    src = make_clip(tmp_path / "hdr.mkv", frames=24, codec="libx265", pix_fmt="yuv420p10le",
+                    vf="setparams=color_primaries=bt2020:color_trc=smpte2084:colorspace=bt2020nc,setsar=4/3",
+                    out_args=("-x265-params", "log-level=error:keyint=6:min-keyint=6:scenecut=0:"
+                              f"master-display={MASTER_DISPLAY}:max-cll=1000,400"))
+    options = VideoOptions(EncodeOptions(codec="libx265", preset="ultrafast"))
+    single, parts, _ = run_both(src, tmp_path, engine, options, suffix=suffix)
+    assert_same_timing(single, parts)
+    want = first_frame_side_data(single)
+    assert want is not None and want.max_cll == 1000 and first_frame_side_data(parts) == want
+    line = video_line(parts)
+    assert "bt2020nc/bt2020/smpte2084" in line and "yuv420p10le" in line and "SAR 4:3" in line
+
+
+def test_the_command_line_cuts_a_video_into_chunks(tmp_path: Path, random_npz: Path) -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    dst = tmp_path / "out.mp4"
+    args = ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device", "cpu", "--preset", "medium"]
+    result = CliRunner().invoke(app, [*args, "--chunk-seconds", "0.3"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"src\.mp4: \d+ chunks, 30 frames, on 1 CPU worker", result.output)
+    assert re.search(r"\[joining\]: 30/30 frames", result.output) and "wrote" in result.output
+    assert len(shown(dst)) == 30 and not chunked.work_folder(dst).exists()
+    # --chunk-seconds 0: the single pipeline
+    single = tmp_path / "single.mp4"
+    result = CliRunner().invoke(app, [*args[:3], str(single), *args[4:], "--chunk-seconds", "0"])
+    assert result.exit_code == 0 and "chunks" not in result.output
+    assert [t for t, _ in shown(single)] == [t for t, _ in shown(dst)]
+    # a GPU that cannot be had: one line, exit status 1, nothing written
+    result = CliRunner().invoke(app, [*args[:3], str(tmp_path / "x.mp4"), *args[4:], "--gpus", "0"])
+    assert result.exit_code == 1 and "srgpu: error: --gpus" in result.output
+    assert not (tmp_path / "x.mp4").exists()
+
+
+@pytest.mark.parametrize("name, first, last", [("smpte_1080p25_h264_aac.mp4", 90, 120),
+                                               ("bbb_720p24_vp8_vorbis.webm", 267, 283),
+                                               ("nasa_2video_2audio_2subs.mp4", 202, 230)])
+def test_windows_of_the_shared_clips(shared_data: Path, name: str, first: int, last: int) -> None:
+    """A chunk's window of a real clip (H.264 in MP4, VP8 in WebM, a clip with two video streams)
+    holds exactly the frames decoding the whole stream gives there, sample for sample."""
+    import hashlib
+
+    from srgpu.video.formats import LAYOUTS
+    from srgpu.video.probe import probe
+
+    src = shared_data / "video" / name
+    scan = chunks.scan(src, 0)
+    assert not isinstance(scan, str) and first in scan.cuts
+    stream = probe(src).streams[0]
+    size = (stream.width, stream.height)
+
+    def frames(window: FrameWindow) -> list[tuple[int, str]]:
+        reader = Reader(src, 0, LAYOUTS["yuv420p"], "yuv420p", size=size, window=window)
+        reader.start()
+        return [(f.pts, hashlib.md5(b"".join(p.tobytes() for p in f.planes)).hexdigest()) for f in reader.frames()]
+
+    start, end = scan.pts[first], scan.pts[last] if last < scan.frames else None
+    sought = frames(FrameWindow(start, end, float(start * scan.time_base)))
+    whole = frames(FrameWindow(None, end, None))[first:]
+    assert sought == whole and len(sought) == last - first
+
+
+def test_a_chunk_that_seeking_gets_wrong_is_decoded_from_the_start(tmp_path: Path, engine: BicubicEngine,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the demuxer's seek lands after the chunk's keyframe (an unusual file), the chunk's
+    frames do not match the source's: it is decoded again from the start of the file, said in a
+    note, and the output is still the single pipeline's in every timestamp."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    original = Chunk.window
+
+    def late(self: Chunk, from_start: bool = False) -> FrameWindow:
+        window = original(self, from_start)
+        return window if window.seek is None else FrameWindow(window.start, window.end, window.seek + 0.3)
+
+    monkeypatch.setattr(Chunk, "window", late)
+    single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
+    upscale_video(src, single, engine, MEDIUM)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    result = chunked.upscale_chunked(cj, InProcess(engine))
+    assert any("decoded from the start of the file" in n for n in result.notes)
+    assert_same_timing(single, parts, audio=True)
+
+
+def test_transport_stream_with_a_start_time(tmp_path: Path, engine: BicubicEngine) -> None:
+    """MPEG-TS (starts at 1.4 s, 90 kHz, seeking by timestamp search): the chunked output is the
+    single pipeline's, shifted alike."""
+    base = make_clip(tmp_path / "base.mp4", frames=36, codec="libx264", audio="aac",
+                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    src = tmp_path / "clip.ts"
+    ff("-i", str(base), "-c", "copy", "-f", "mpegts", str(src))
+    if subprocess.run([ffmpeg_exe(), "-i", str(src)], capture_output=True).returncode < 0:
+        pytest.skip("this ffmpeg build crashes on MPEG-TS input")
+    assert re.search(r"start: 1\.4", dump(src))
+    single, parts, _ = run_both(src, tmp_path, engine)
+    assert_same_timing(single, parts, audio=True)
+
+
+def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path NVDEC takes, on the CPU: a named decoder on the worker's GPU whose frames carry no
+    durations (as NVDEC's), which take the source's own from the scan; and a chunk it gets wrong
+    (here: every other one) is decoded again on the CPU decoder. The output's timing is the single
+    pipeline's."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
+    upscale_video(src, single, engine, MEDIUM)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    from dataclasses import replace
+
+    cj = replace(cj, nvdec="h264")  # ffmpeg's software H.264 decoder, named as NVDEC's would be
+    monkeypatch.setattr(chunked, "engine_gpu", lambda engine: 0)
+    monkeypatch.setattr(chunked, "nvdec_options", lambda index, gpu: ())
+    original = Reader._on_line
+
+    def no_durations(self: Reader, line: str) -> bool:  # what NVDEC reports: duration 0
+        if self.args.count("h264") and "[Parsed_showinfo_" in line:
+            line = re.sub(r"\bduration:\s*\d+", "duration: 0", line)
+            if self.window is not None and self.window.start is not None and (self.window.start // 512) % 12 == 6:
+                line = re.sub(r"\bpts:\s*(\d+)", lambda m: f"pts: {int(m.group(1)) + 1}", line)  # a wrong frame
+        return original(self, line)
+
+    monkeypatch.setattr(Reader, "_on_line", no_durations)
+    result = chunked.upscale_chunked(cj, InProcess(engine))
+    assert result.decoder == "h264 and software"
+    assert_same_timing(single, parts, audio=True)
+    assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's

@@ -1,0 +1,152 @@
+"""The chunks of a video as tasks of a Dask cluster (srgpu.cluster): a LocalCluster of two worker
+processes on the CPU makes the same output as this process alone, also when a worker is killed
+while it makes a chunk (the scheduler gives the chunk to another worker)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from srgpu.model import random_model  # noqa: E402
+from srgpu.video import chunked  # noqa: E402
+from srgpu.workers import EngineSpec, InProcess  # noqa: E402
+from test_chunks_resume import OPTIONS, content  # noqa: E402
+from test_video import leftovers, make_clip  # noqa: E402
+from test_chunks import X264_GOP  # noqa: E402
+
+SPEC = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as local:
+        with distributed.Client(local) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+def clip_and_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("dask")
+    src = make_clip(folder / "src.mp4", frames=48, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    reference = folder / "reference.mp4"
+    cj = chunked.plan_chunked(src, reference, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    with SPEC.create() as engine:
+        chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
+    return src, reference
+
+
+def test_dask_workers_make_the_same_output(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
+    from srgpu.cluster import DaskRunner
+
+    src, reference = clip_and_reference
+    runner = DaskRunner(cluster, SPEC)
+    assert runner.workers == 2 and not runner.gpu
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=runner.workers, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 4
+    result = chunked.upscale_chunked(cj, runner, encoder_threads=2)
+    assert result.frames == 48 and content(dst) == content(reference)
+    assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+
+
+def test_a_dask_worker_killed_mid_chunk(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
+    from srgpu.cluster import DaskRunner
+
+    src, reference = clip_and_reference
+    runner = DaskRunner(cluster, SPEC)
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    rng = random.Random(9)
+    killed: list[int] = []
+
+    def kill_while_busy() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            busy = [w for w, tasks in cluster.processing().items() if tasks]
+            if busy:
+                time.sleep(rng.uniform(0.05, 0.4))  # a random point inside the chunk
+                pids = cluster.run(os.getpid, workers=busy[:1])
+                for pid in pids.values():
+                    killed.append(pid)
+                    os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_while_busy)
+    killer.start()
+    result = chunked.upscale_chunked(cj, runner, encoder_threads=2)
+    killer.join()
+    assert killed and result.frames == 48
+    assert content(dst) == content(reference)
+    assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+    cluster.wait_for_workers(2, timeout=60)  # the nanny started a new one
+
+
+CLIPS = {
+    "vfr": dict(frames=30, codec="libx264", audio="aac", vf="settb=1/90000,setpts=N*3003+mod(N*N*37\\,1500)",
+                out_args=("-fps_mode", "passthrough", "-enc_time_base", "1/90000", "-preset", "medium",
+                          "-x264-params", X264_GOP.format(k=6))),
+    "10bit": dict(frames=24, codec="libx264", pix_fmt="yuv420p10le",
+                  out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6))),
+    "cut-on-the-last-frame": dict(frames=21, codec="libx264", audio="aac",
+                                  out_args=("-preset", "medium", "-force_key_frames", "expr:eq(n,10)+eq(n,20)",
+                                            "-x264-params", "keyint=100:min-keyint=100:scenecut=0:bframes=3")),
+    "open-gop-hevc": dict(frames=24, codec="libx265", audio="libopus",
+                          out_args=("-preset", "ultrafast", "-x265-params",
+                                    "log-level=error:keyint=6:min-keyint=6:scenecut=0:open-gop=1:bframes=3")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLIPS))
+def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:  # type: ignore[no-untyped-def]
+    """The same chunked job on the cluster and in this process: the same file content."""
+    from srgpu.cluster import DaskRunner
+
+    src = make_clip(tmp_path / ("src.mkv" if "hevc" in kind else "src.mp4"), **CLIPS[kind])  # type: ignore[arg-type]
+    outputs = {}
+    for where in ("here", "dask"):
+        dst = tmp_path / f"{where}.mkv"
+        cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+        assert not isinstance(cj, str) and len(cj.chunks) >= 3
+        assert cj.chunks[-1].frames == 1 or kind != "cut-on-the-last-frame"
+        if where == "here":
+            with SPEC.create() as engine:
+                chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
+        else:
+            chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
+        outputs[where] = content(dst)
+    assert outputs["dask"] == outputs["here"]
+
+
+def test_the_command_line_sends_chunks_to_the_cluster(tmp_path: Path, cluster, clip_and_reference,  # type: ignore[no-untyped-def]
+                                                      random_npz: Path) -> None:
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    src, _ = clip_and_reference
+    dst = tmp_path / "out.mp4"
+    address = cluster.scheduler.address
+    result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device",
+                                      "cpu", "--chunk-seconds", "0.3", "--cluster", address, "--preset", "medium"])
+    assert result.exit_code == 0, result.output
+    assert f"on the Dask cluster at {address}" in result.output and "wrote" in result.output
+    assert len(content(dst)) > 48 and not chunked.work_folder(dst).exists()
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(tmp_path / "x.mp4"), "--chunk-seconds",
+                                          "0.3", "--cluster", "tcp://127.0.0.1:9", "--device", "cpu"])
+    assert result.exit_code == 1 and "srgpu: error: cannot reach the Dask scheduler" in result.output, result.output

@@ -1,0 +1,91 @@
+"""Chunked videos on the GPU machine: several chunk workers sharing one GPU (worker processes of
+this machine, and a Dask LocalCluster whose two workers each hold the GPU resource), against the
+single pipeline on the same GPU. Skipped where no CUDA GPU is usable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from srgpu.model import random_model
+from srgpu.video import chunked
+from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
+from srgpu.workers import EngineSpec, LocalPool
+from test_chunks import shown
+from test_video import decode, leftovers
+
+pytestmark = pytest.mark.gpu
+
+OPTIONS = VideoOptions(EncodeOptions(codec="ffv1"), hwdec="no")
+SPEC = EngineSpec(random_model("9-1-5", seed=5, scale=2), 2, device="cuda:0", precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def clip(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 s of the 1080p clip (keyframes every 15 frames), with its audio."""
+    from test_video import ff
+
+    out = tmp_path_factory.mktemp("gpu-chunks") / "smpte.mp4"
+    ff("-i", str(shared_data / "video" / "smpte_1080p25_h264_aac.mp4"), "-t", "4", "-map", "0", "-c", "copy", str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def single(clip: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dst = tmp_path_factory.mktemp("gpu-single") / "single.mkv"
+    with SPEC.create() as engine:
+        upscale_video(clip, dst, engine, OPTIONS)
+    return dst
+
+
+def close_enough(got: Path, want: Path) -> None:
+    """Every frame at its time, and the pictures within the GPU plans' agreement (each process
+    may pick its own plan): PSNR above 50 dB on every frame's luma."""
+    assert [t for t, _ in shown(got)] == [t for t, _ in shown(want)]
+    a, b = decode(got, "yuv420p", 3840, 2160), decode(want, "yuv420p", 3840, 2160)
+    assert len(a) == len(b)
+    for x, y in zip(a[::10], b[::10]):
+        err = np.mean((x[0].astype(np.float64) - y[0]) ** 2)
+        assert err == 0 or 10 * np.log10(255.0 ** 2 / err) > 50
+
+
+def test_several_workers_share_one_gpu(tmp_path: Path, clip: Path, single: Path) -> None:
+    dst = tmp_path / "chunked.mkv"
+    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=3, chunk_seconds=0.6)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 5
+    with LocalPool(SPEC, ["cuda:0"] * 3) as pool:
+        result = chunked.upscale_chunked(cj, pool)
+    assert result.frames == cj.scan.frames
+    close_enough(dst, single)
+    assert leftovers(tmp_path) == [] and not chunked.work_folder(dst).exists()
+
+
+def test_dask_workers_share_the_gpu(tmp_path: Path, clip: Path, single: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    from srgpu.cluster import DaskRunner
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                  dashboard_address=None) as local, distributed.Client(local) as client:
+        runner = DaskRunner(client, EngineSpec(SPEC.model, 2, device="auto", precision="fp32"))
+        assert runner.gpu and runner.workers == 2
+        dst = tmp_path / "dask.mkv"
+        cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
+        assert not isinstance(cj, str)
+        result = chunked.upscale_chunked(cj, runner)
+    assert result.frames == cj.scan.frames
+    close_enough(dst, single)
+
+
+def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> None:
+    """With hwdec auto and GPU workers, NVDEC decodes the chunks (its first frames having come out
+    as the CPU decoder's), and the output is the same as the CPU-decoded single pipeline's."""
+    dst = tmp_path / "nvdec.mkv"
+    options = VideoOptions(OPTIONS.encode, hwdec="auto")
+    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), options, workers=2, chunk_seconds=0.6, gpu=0)
+    assert not isinstance(cj, str) and cj.nvdec == "h264_cuvid", cj
+    with LocalPool(SPEC, ["cuda:0"] * 2) as pool:
+        result = chunked.upscale_chunked(cj, pool)
+    assert result.decoder == "h264_cuvid" and result.frames == cj.scan.frames
+    close_enough(dst, single)

@@ -1,0 +1,362 @@
+"""Resuming a video cut into chunks after any interruption, and the workers of this machine: the
+parent killed (SIGKILL) at random points and the same command run again, a worker killed at
+random points, chunk files damaged on disk, a changed source and other settings. Every time the
+final output is the one an uninterrupted run makes (the same coded frames, the same audio), with
+nothing left over. Real processes, real ffmpeg, the CPU engine, tiny clips."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from srgpu.model import random_model, save_npz
+from srgpu.video import chunked
+from srgpu.video.api import EncodeOptions, VideoOptions
+from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.workers import EngineSpec, InProcess, LocalPool, WorkerError, plan_workers
+from test_chunks import IDENTITY, X264_GOP, shown
+from test_video import BicubicEngine, leftovers, make_clip
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+OPTIONS = VideoOptions(EncodeOptions(preset="medium"))
+
+
+def content(path: Path) -> list[str]:
+    """Every packet of every stream (timestamps, sizes, MD5 of the data): two files that agree here
+    hold the same coded frames and audio at the same times."""
+    out = subprocess.run([ffmpeg_exe(), "-v", "error", "-copyts", "-i", str(path), "-map", "0", "-c", "copy",
+                          "-f", "framemd5", "-"], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if not ln.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "m.npz"
+    save_npz(random_model("9-1-5", seed=7, scale=2), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_clip(tmp_path_factory.mktemp("resume") / "src.mp4", frames=60, codec="libx264", audio="aac",
+                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+
+
+def command(src: Path, dst: Path, model: Path, workers: int = 2) -> list[str]:
+    return [sys.executable, "-m", "srgpu", "upscale", str(src), "-o", str(dst), "--model", str(model), "--device",
+            "cpu", "--workers", str(workers), "--chunk-seconds", "0.3", "--preset", "medium"]
+
+
+def no_workers_left() -> bool:
+    """No srgpu worker process of this test process's run is still alive (they end with their parent)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"multiprocessing" in cmdline and b"spawn_main" in cmdline and str(os.getpid()).encode() not in cmdline:
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if "PPid:\t1\n" in status:
+                return False
+    return True
+
+
+def test_resume_after_the_parent_is_killed(tmp_path: Path, clip: Path, model_file: Path) -> None:
+    """SIGKILL of the whole run at random points (after a random number of chunks, plus a random
+    part of the next), then the same command again: the chunks it had verified are kept, the rest
+    made, and the result is the uninterrupted run's."""
+    reference = tmp_path / "reference.mp4"
+    subprocess.run(command(clip, reference, model_file), cwd=ROOT, env=ENV, check=True, capture_output=True)
+    dst = tmp_path / "out.mp4"
+    work = chunked.work_folder(dst)
+    rng = random.Random(22)
+    resumed = 0
+    for attempt in range(3):
+        proc = subprocess.Popen(command(clip, dst, model_file), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        made = len(list(work.glob("chunk-*.json"))) if work.is_dir() else 0
+        target = made + rng.randint(1, 2)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            if work.is_dir() and len(list(work.glob("chunk-*.json"))) >= target:
+                break
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.4))
+        proc.kill()
+        _, err = proc.communicate()
+        resumed += "resuming:" in err
+        if dst.exists():  # it finished before the kill
+            break
+    final = subprocess.run(command(clip, dst, model_file), cwd=ROOT, env=ENV, capture_output=True, text=True)
+    if final.returncode != 0:  # killed between publishing the output and removing its work folder
+        assert "exists" in final.stderr, final.stderr  # (test_killed_after_publishing)
+    resumed += "resuming:" in final.stderr
+    assert resumed, "no run found chunks of an earlier one"
+    assert content(dst) == content(reference)
+    assert not work.exists() and leftovers(tmp_path) == []
+    deadline = time.monotonic() + 10
+    while not no_workers_left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert no_workers_left()
+
+
+def test_a_worker_killed_mid_chunk_is_replaced(tmp_path: Path, clip: Path) -> None:
+    """SIGKILL of a worker process at random points: its chunk is given to a new worker, frames it
+    had counted are taken back, and the output is the uninterrupted run's."""
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    reference = tmp_path / "reference.mp4"
+    cj = chunked.plan_chunked(clip, reference, 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 6
+    with LocalPool(spec, ["cpu", "cpu"]) as pool:
+        chunked.upscale_chunked(cj, pool, encoder_threads=2)
+    rng = random.Random(5)
+    for attempt in range(2):
+        dst = tmp_path / f"out{attempt}.mp4"
+        cj = chunked.plan_chunked(clip, dst, 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+        assert not isinstance(cj, str)
+        frames = [0]
+        killed: list[int] = []
+
+        class Counting:
+            def begin(self, total, chunks, done_frames, done_chunks):  # type: ignore[no-untyped-def]
+                pass
+
+            def frames(self, n: int) -> None:
+                frames[0] += n
+
+            def chunk_done(self, done: int, total: int) -> None:
+                pass
+
+            def joining(self) -> None:
+                pass
+
+        with LocalPool(spec, ["cpu", "cpu"]) as pool:
+            def kill_one() -> None:
+                deadline = time.monotonic() + 30
+                while frames[0] < rng.randint(3, 40) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                pids = pool.pids()
+                if pids:
+                    victim = rng.choice(pids)
+                    killed.append(victim)
+                    os.kill(victim, signal.SIGKILL)
+
+            killer = threading.Thread(target=kill_one)
+            killer.start()
+            result = chunked.upscale_chunked(cj, pool, progress=Counting(), encoder_threads=2)
+            killer.join()
+        assert killed and frames[0] == cj.scan.frames == result.frames  # taken back, then counted once
+        assert content(dst) == content(reference)
+        assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+
+
+class _Interrupted(InProcess):
+    """Makes ``chunks`` chunks, then stops as Ctrl-C would."""
+
+    def __init__(self, engine, chunks: int) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(engine)
+        self.chunks = chunks
+
+    def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+        super().run(tasks[:self.chunks], on_frames, on_result)
+        raise KeyboardInterrupt
+
+
+def plan(src: Path, dst: Path, options: VideoOptions = OPTIONS) -> chunked.ChunkedJob:
+    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, options, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    return cj
+
+
+class _Recording(InProcess):
+    def __init__(self, engine) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(engine)
+        self.made: list[int] = []
+
+    def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+        self.made += [t.chunk.index for t in tasks]
+        super().run(tasks, on_frames, on_result)
+
+
+def test_damaged_chunks_on_disk_are_redone(tmp_path: Path, clip: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    reference = tmp_path / "reference.mp4"
+    chunked.upscale_chunked(plan(clip, reference), InProcess(engine))
+    dst = tmp_path / "out.mp4"
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(plan(clip, dst), _Interrupted(engine, 5))
+    work = chunked.work_folder(dst)
+    assert sorted(p.name for p in work.glob("chunk-*.mkv")) == [f"chunk-{i:05d}.mkv" for i in range(5)]
+    one = work / "chunk-00001.mkv"
+    data = bytearray(one.read_bytes())
+    data[len(data) // 2] ^= 0x55  # same size, other bytes: a disk that went bad
+    one.write_bytes(bytes(data))
+    two = work / "chunk-00002.mkv"
+    two.write_bytes(two.read_bytes()[:-100])  # cut short
+    (work / "chunk-00003.json").unlink()  # killed between the certificate and the rename: no certificate
+    runner = _Recording(engine)
+    result = chunked.upscale_chunked(plan(clip, dst), runner)
+    assert runner.made[:3] == [1, 2, 3] and 0 not in runner.made and 4 not in runner.made
+    notes = " | ".join(result.notes)
+    assert "chunk 1 redone: its file changed" in notes and "chunk 2 redone: its file is" in notes
+    assert "chunk 3 redone: its file has no certificate" in notes
+    assert content(dst) == content(reference)
+    assert not work.exists() and leftovers(tmp_path) == []
+
+
+def test_a_changed_source_or_other_settings_start_over(tmp_path: Path, clip: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    src = tmp_path / "src.mp4"
+    src.write_bytes(clip.read_bytes())
+    dst = tmp_path / "out.mp4"
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(plan(src, dst), _Interrupted(engine, 3))
+    # other settings: said, and every chunk made again
+    crf = VideoOptions(EncodeOptions(preset="medium", crf=30))
+    cj = plan(src, dst, crf)
+    assert any("starting over" in n and "crf None (now 30)" in n for n in cj.notes), cj.notes
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(cj, _Interrupted(engine, 3))
+    # a changed source: another clip under the same name
+    make_clip(tmp_path / "other.mp4", frames=60, codec="libx264", audio="aac", vf="negate",
+              out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
+    os.replace(tmp_path / "other.mp4", src)
+    cj = plan(src, dst, crf)
+    assert any("starting over" in n and "source changed" in n for n in cj.notes), cj.notes
+    runner = _Recording(engine)
+    result = chunked.upscale_chunked(cj, runner)
+    assert runner.made == list(range(len(cj.chunks))) and result.frames == 60
+    reference = tmp_path / "reference.mp4"
+    chunked.upscale_chunked(plan(src, reference, crf), InProcess(engine))
+    assert content(dst) == content(reference)
+
+
+def test_killed_after_publishing(tmp_path: Path, clip: Path) -> None:
+    """Killed between the output's publication and the work folder's removal: the next run finds
+    the output there (an error without --overwrite, as for any output) and removes the folder."""
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+    removed = []
+    original = chunked.WorkFolder.remove
+    chunked.WorkFolder.remove = lambda self: removed.append(self.close())  # type: ignore[method-assign]
+    try:
+        chunked.upscale_chunked(cj, InProcess(engine))
+    finally:
+        chunked.WorkFolder.remove = original  # type: ignore[method-assign]
+    assert removed and dst.is_file() and chunked.work_folder(dst).is_dir()
+    with pytest.raises(chunked.VideoError, match="exists"):
+        chunked.plan_chunked(clip, dst, 2, IDENTITY, OPTIONS, chunk_seconds=0.3)
+    assert not chunked.work_folder(dst).exists()
+
+
+def test_a_second_run_on_the_same_output_is_refused(tmp_path: Path, clip: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+    first = chunked.WorkFolder(cj)
+    first.open()
+    try:
+        with pytest.raises(chunked.VideoError, match="another srgpu is working on this output"):
+            chunked.upscale_chunked(plan(clip, dst), InProcess(engine))
+    finally:
+        first.close()
+    assert not dst.exists()
+
+
+def test_a_failing_worker_fails_the_run_in_one_line(tmp_path: Path, clip: Path) -> None:
+    """A chunk that fails in a worker (here: the source vanished) ends the run with the worker's
+    own one-line error, every worker ended, the output not written; the work folder stays."""
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    src = tmp_path / "src.mp4"
+    src.write_bytes(clip.read_bytes())
+    dst = tmp_path / "out.mp4"
+    cj = plan(src, dst)
+    src.unlink()
+    with LocalPool(spec, ["cpu", "cpu"]) as pool:
+        with pytest.raises(WorkerError, match=re.escape(str(src))):
+            chunked.upscale_chunked(cj, pool)
+        assert pool.pids() == []
+    assert not dst.exists() and chunked.work_folder(dst).is_dir()
+
+
+def test_worker_plans() -> None:
+    plan_cpu = plan_workers("cpu", None, 3)
+    assert plan_cpu.devices == ("cpu", "cpu", "cpu") and plan_cpu.describe() == "3 CPU workers"
+    auto = plan_workers("auto", None, None, cores=16)
+    assert auto.workers >= 1 and (auto.gpus or auto.why_cpu)
+    from srgpu.errors import EngineError
+    with pytest.raises(EngineError, match="--device cpu"):
+        plan_workers("cpu", "0", 2)
+    with pytest.raises(EngineError, match="at least one"):
+        plan_workers("cpu", None, 0)
+    from srgpu.workers import default_workers, devices_for, encoder_threads
+    assert default_workers(0, cores=16) == 4 and default_workers(2, cores=2) == 2 and default_workers(1, 64) == 4
+    assert devices_for(3, (0, 1)) == ["cuda:0", "cuda:1", "cuda:0"]
+    assert encoder_threads(1, 16) is None and encoder_threads(4, 16) == 6
+    assert shown  # (imported for the shared helpers' sake)
+
+
+def test_sigterm_ends_every_worker_and_leaves_the_chunks(tmp_path: Path, clip: Path, model_file: Path) -> None:
+    """SIGTERM (as Ctrl-C) while chunks are being made: exit status 143, one line, every worker and
+    ffmpeg child ended, no temporary left in the output's folder or the work folder; the verified
+    chunks stay, and the same command then finishes the job."""
+    dst = tmp_path / "out.mp4"
+    work = chunked.work_folder(dst)
+    proc = subprocess.Popen(command(clip, dst, model_file), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (work.is_dir() and list(work.glob("chunk-*.mkv"))) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "srgpu: error: terminated (SIGTERM)" in err, err
+    assert leftovers(tmp_path) == [] and not dst.exists()
+    assert [p.name for p in work.iterdir() if ".part" in p.name] == []
+    assert list(work.glob("chunk-*.mkv"))
+    deadline = time.monotonic() + 10
+    while not no_workers_left() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert no_workers_left()
+    final = subprocess.run(command(clip, dst, model_file), cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert final.returncode == 0 and "resuming:" in final.stderr, final.stderr
+    assert len(shown(dst)) == 60 and not work.exists()
+
+
+def test_a_work_folder_that_cannot_be_written_is_one_line(tmp_path: Path, clip: Path, read_only_dir: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    cj = plan(clip, tmp_path / "out.mp4")
+    cj = chunked.replace(cj, work=read_only_dir / "work")
+    with pytest.raises(chunked.VideoError, match="cannot create the work folder"):
+        chunked.upscale_chunked(cj, InProcess(engine))
+
+
+def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -> None:
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+
+    class Racing(InProcess):
+        def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+            super().run(tasks, on_frames, on_result)
+            dst.write_bytes(b"someone else's")
+
+    with pytest.raises(chunked.VideoError, match="appeared there while srgpu was working"):
+        chunked.upscale_chunked(cj, Racing(engine))
+    assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []
