@@ -111,10 +111,15 @@ def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = Non
         return _encode_bgr(bgr, ext, icc, jpeg_quality)
 
 
+# Rows swapped per cvtColor call. OpenCV clones its source when it is also the destination, so
+# one call on a whole 24000x16000 output would hold another 1.15 GB at the peak.
+SWAP_CHUNK_BYTES = 16 * 2**20
+
+
 @contextlib.contextmanager
 def _as_bgr(image: np.ndarray) -> Iterator[np.ndarray]:
-    """OpenCV's channel order for the encoder. In place where the array allows, and swapped back
-    afterwards: a copy of a 24000x16000 output would be another 1.15 GB at the peak."""
+    """OpenCV's channel order for the encoder. In place where the array allows (a chunk of rows at
+    a time), and swapped back afterwards: a copy of a large output would double it at the peak."""
     if image.ndim != 3:
         yield image
         return
@@ -122,11 +127,18 @@ def _as_bgr(image: np.ndarray) -> Iterator[np.ndarray]:
     if not (image.flags.writeable and image.flags.c_contiguous):
         yield cv2.cvtColor(image, code)
         return
-    cv2.cvtColor(image, code, dst=image)
+    _swap_in_place(image, code)
     try:
         yield image
     finally:
-        cv2.cvtColor(image, code, dst=image)  # the swap is its own inverse
+        _swap_in_place(image, code)  # the swap is its own inverse
+
+
+def _swap_in_place(image: np.ndarray, code: int) -> None:
+    rows = max(1, SWAP_CHUNK_BYTES // max(1, image[:1].nbytes))
+    for r0 in range(0, image.shape[0], rows):
+        part = image[r0:r0 + rows]
+        cv2.cvtColor(part, code, dst=part)
 
 
 def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int,

@@ -4,11 +4,12 @@ architecture, whatever the band height; and the progress moves inside the image.
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from srgpu import cli, images
+from srgpu import cli, imagefile, images
 from srgpu.engine.cpu import CPUEngine
 from srgpu.imagefile import read_image, write_image_atomic
 from srgpu.images import upscale_image, upscale_whole
@@ -58,12 +59,23 @@ def test_progress_moves_inside_a_large_image(tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("channels", [3, 4])
-def test_encoding_swaps_channels_in_place_and_back(tmp_path, channels: int) -> None:
-    """The encoder wants BGR: the swap is done in the image's own memory (no copy of a large
-    output at the peak) and undone, so the caller's image is as it was and the file is right."""
+def test_encoding_swaps_channels_in_place_and_back(tmp_path, monkeypatch, channels: int) -> None:
+    """The encoder wants BGR: the swap is done in the image's own memory, a few rows per call
+    (OpenCV clones a source that is also its destination, so one call on a large output would copy
+    all of it), and undone, so the caller's image is as it was and the file is right."""
     image = natural(np.random.default_rng(5), (7, 5, channels), np.uint8)
     before = image.copy()
+    monkeypatch.setattr(imagefile, "SWAP_CHUNK_BYTES", 2 * 5 * channels)  # two rows a call
+    seen: list[int] = []
+    convert = cv2.cvtColor
+
+    def spy(src, code, *args, **kwargs):
+        seen.append(src.nbytes)
+        return convert(src, code, *args, **kwargs)
+
+    monkeypatch.setattr(cv2, "cvtColor", spy)
     write_image_atomic(tmp_path / "o.png", image)
+    assert seen and max(seen) <= 2 * 5 * channels and sum(seen) == 2 * image.nbytes  # there and back
     assert np.array_equal(image, before)
     assert np.array_equal(read_image(tmp_path / "o.png"), before)
     frozen = before.copy()
