@@ -280,7 +280,8 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
 # ---------------------------------------------------------------- one image
 
 
-BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: its float64 colour conversion stays near 0.4 GB
+BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: the engine's float32 planes of a band, ~50 MB
+CONVERT_PIXELS = 2**18  # output pixels taken back to RGB at a time: float64 temporaries of a few MB
 RowsCallback = Callable[[int, int], None]
 
 
@@ -294,28 +295,22 @@ def band_halo(engine: Engine) -> int:
 def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | None = None,
                   band_output_pixels: int | None = None) -> np.ndarray:
     """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
-    on either side, so that a large photo needs memory for a band, not for the whole image in
-    float64 (a 6000x4000 photo at x2: 13 GB -> 1.6 GB, BENCHMARKS.md). On the CPU engine the result
-    is bit-identical to the whole image: with an integer scale a band that starts at an input row
-    sees the same bicubic phases, and its cut edges' false borders reach only the context rows,
-    which are dropped. ``progress(output_rows_done, output_rows)`` is called after each band."""
+    on either side, written straight into the output: a large photo needs memory for its output
+    and one band, not for the whole image in float (a 6000x4000 photo at x2: 13 GB -> 1.1 GB,
+    BENCHMARKS.md). On the CPU engine the result is bit-identical to the whole image: with an
+    integer scale a band that starts at an input row sees the same bicubic phases, and its cut
+    edges' false borders reach only the context rows, which are dropped.
+    ``progress(output_rows_done, output_rows)`` is called after each band."""
+    _check_layout(image)
     h, w = image.shape[:2]
     scale = engine.scale
     rows = max(1, (band_output_pixels or BAND_OUTPUT_PIXELS) // max(1, w * scale * scale))
-    if rows >= h:
-        out = upscale_whole(image, engine)
-        if progress is not None:
-            progress(h * scale, h * scale)
-        return out
-    halo = band_halo(engine)
-    out = None
+    halo = band_halo(engine) if rows < h else 0
+    out = _output_for(image, scale)
     for k0 in range(0, h, rows):
         k1 = min(h, k0 + rows)
         b0, b1 = max(0, k0 - halo), min(h, k1 + halo)
-        part = upscale_whole(image[b0:b1], engine)
-        if out is None:
-            out = np.empty((h * scale,) + part.shape[1:], part.dtype)
-        out[k0 * scale:k1 * scale] = part[(k0 - b0) * scale:(k1 - b0) * scale]
+        _upscale_into(image[b0:b1], engine, out[k0 * scale:k1 * scale], (k0 - b0) * scale)
         if progress is not None:
             progress(k1 * scale, h * scale)
     return out
@@ -329,26 +324,56 @@ def upscale_whole(image: np.ndarray, engine: Engine) -> np.ndarray:
     RGB: BT.601 YCbCr in float; Y through SRCNN, Cb and Cr bicubic; back to RGB, rounded.
     Alpha: bicubic, in the image's own integer depth.
     """
+    _check_layout(image)
+    out = _output_for(image, engine.scale)
+    _upscale_into(image, engine, out, 0)
+    return out
+
+
+def _check_layout(image: np.ndarray) -> None:
     if image.dtype not in (np.uint8, np.uint16):
         raise ImageFileError(f"unsupported sample type {image.dtype}")
+    if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+        raise ImageFileError(f"unsupported image layout {image.shape}")
+
+
+def _output_for(image: np.ndarray, scale: int) -> np.ndarray:
+    h, w = image.shape[:2]
+    return np.empty((h * scale, w * scale) + image.shape[2:], image.dtype)
+
+
+def _upscale_into(image: np.ndarray, engine: Engine, dst: np.ndarray, first: int) -> None:
+    """Upscale ``image`` (see :func:`upscale_whole`) and write its output rows from ``first`` on
+    into ``dst``."""
     top = int(np.iinfo(image.dtype).max)
     h, w = image.shape[:2]
     out_shape = (h * engine.scale, w * engine.scale)
     if image.ndim == 2:
-        return engine.srcnn_plane(image, out_shape, top)
-    if image.ndim != 3 or image.shape[2] not in (3, 4):
-        raise ImageFileError(f"unsupported image layout {image.shape}")
+        dst[...] = engine.srcnn_plane(image, out_shape, top)[first:first + len(dst)]
+        return
     ycc = rgb_to_ycbcr(image[..., :3].astype(np.float64) / top)
     planes = [ycc[..., i].astype(np.float32) for i in range(3)]
+    del ycc
     specs = [PlaneSpec(out_shape, True), PlaneSpec(out_shape, False), PlaneSpec(out_shape, False)]
     if image.shape[2] == 4:
         planes.append(np.ascontiguousarray(image[..., 3]))
         specs.append(PlaneSpec(out_shape, False))
     outs = engine.upscale_frame(planes, specs, top)
-    rgb = quantize(ycbcr_to_rgb(np.stack(outs[:3], axis=-1)), image.dtype, top)
-    if image.shape[2] == 4:
-        return np.concatenate([rgb, outs[3][..., None].astype(image.dtype)], axis=-1)
-    return rgb
+    del planes
+    _to_samples(outs, dst, first, top)
+
+
+def _to_samples(outs: list[np.ndarray], dst: np.ndarray, first: int, top: int) -> None:
+    """YCbCr planes (and alpha) rows from ``first`` on -> ``dst``'s RGB(A) samples, rounded, a few
+    full-width rows at a time: the float64 conversion of a whole band would be 0.5 GB at the peak,
+    and every row goes through the same operations either way."""
+    rows = max(1, CONVERT_PIXELS // max(1, dst.shape[1]))
+    for r0 in range(0, len(dst), rows):
+        r1 = min(len(dst), r0 + rows)
+        src = slice(first + r0, first + r1)
+        dst[r0:r1, :, :3] = quantize(ycbcr_to_rgb(np.stack([p[src] for p in outs[:3]], axis=-1)), dst.dtype, top)
+        if len(outs) == 4:
+            dst[r0:r1, :, 3] = outs[3][src]  # bicubic in the image's own depth already
 
 
 def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np.ndarray:
