@@ -25,6 +25,7 @@ import numpy as np
 from . import outputs
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
+from .engine.workers import available_cpus, run_all
 from .imagefile import IMAGE_EXTENSIONS, ImageData, ImageFileError, read_image_data, write_image_atomic
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
@@ -365,15 +366,18 @@ def _upscale_into(image: np.ndarray, engine: Engine, dst: np.ndarray, first: int
 
 def _to_samples(outs: list[np.ndarray], dst: np.ndarray, first: int, top: int) -> None:
     """YCbCr planes (and alpha) rows from ``first`` on -> ``dst``'s RGB(A) samples, rounded, a few
-    full-width rows at a time: the float64 conversion of a whole band would be 0.5 GB at the peak,
-    and every row goes through the same operations either way."""
+    full-width rows at a time (on the CPUs side by side): the float64 conversion of a whole band
+    would be 0.5 GB at the peak, and every row goes through the same operations either way."""
     rows = max(1, CONVERT_PIXELS // max(1, dst.shape[1]))
-    for r0 in range(0, len(dst), rows):
+
+    def convert(r0: int) -> None:
         r1 = min(len(dst), r0 + rows)
         src = slice(first + r0, first + r1)
         dst[r0:r1, :, :3] = quantize(ycbcr_to_rgb(np.stack([p[src] for p in outs[:3]], axis=-1)), dst.dtype, top)
         if len(outs) == 4:
             dst[r0:r1, :, 3] = outs[3][src]  # bicubic in the image's own depth already
+
+    run_all(convert, range(0, len(dst), rows), available_cpus())
 
 
 def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np.ndarray:

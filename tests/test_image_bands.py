@@ -73,8 +73,9 @@ def test_bands_are_bit_identical_to_the_whole_image(monkeypatch, arch: str, scal
 
 
 def test_conversion_back_to_rgb_holds_a_few_rows_of_float64(monkeypatch) -> None:
-    """The float64 YCbCr -> RGB conversion of a band goes a few rows at a time: its traced peak
-    (less the output it writes into) follows CONVERT_PIXELS, not the band."""
+    """The float64 YCbCr -> RGB conversion of a band goes a few rows at a time (one chunk per
+    CPU at once): its traced peak (less the output it writes into) follows CONVERT_PIXELS, not
+    the band."""
     rng = np.random.default_rng(1)
     outs = [rng.random((256, 512), dtype=np.float32) for _ in range(3)]
     monkeypatch.setattr(images, "CONVERT_PIXELS", 4 * 512)
@@ -86,7 +87,7 @@ def test_conversion_back_to_rgb_holds_a_few_rows_of_float64(monkeypatch) -> None
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
+    assert peak < images.available_cpus() * 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
     assert np.array_equal(dst, quantize(ycbcr_to_rgb(np.stack(outs, axis=-1)), np.uint8, 255))
 
 
