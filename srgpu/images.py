@@ -297,10 +297,11 @@ def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | No
                   band_output_pixels: int | None = None) -> np.ndarray:
     """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
     on either side, written straight into the output: a large photo needs memory for its output
-    and one band, not for the whole image in float (a 6000x4000 photo at x2: 13 GB -> 1.1 GB,
-    BENCHMARKS.md). On the CPU engine the result is bit-identical to the whole image: with an
-    integer scale a band that starts at an input row sees the same bicubic phases, and its cut
-    edges' false borders reach only the context rows, which are dropped.
+    and one band, not for the whole image in float (a 6000x4000 photo at x2: 13 GB -> 0.65 GB;
+    x4: 1.6 GB, of which 1.15 GB is the output itself; BENCHMARKS.md). On the CPU engine the
+    result is bit-identical to the whole image: with an integer scale a band that starts at an
+    input row sees the same bicubic phases, and its cut edges' false borders reach only the
+    context rows, which are dropped.
     ``progress(output_rows_done, output_rows)`` is called after each band."""
     _check_layout(image)
     h, w = image.shape[:2]

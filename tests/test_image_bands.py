@@ -62,7 +62,8 @@ def test_bands_are_bit_identical_to_the_whole_image(monkeypatch, arch: str, scal
     monkeypatch.setattr(images.np, "empty", lambda *a, **k: np.full_like(real_empty(*a, **k), 77))
     assert np.array_equal(upscale_whole(image, engine), whole)
     out_row = 9 * scale
-    for band_pixels, convert_pixels in ((1, 1), (out_row * scale * 5, 2 * out_row), (out_row * scale * 22, 7 * out_row)):
+    cases = ((1, 1), (out_row * scale * 5, 2 * out_row), (out_row * scale * 22, 7 * out_row))  # bands of 1, 5, 22 rows
+    for band_pixels, convert_pixels in cases:
         monkeypatch.setattr(images, "CONVERT_PIXELS", convert_pixels)
         seen: list[tuple[int, int]] = []
         banded = upscale_image(image, engine, progress=lambda d, t: seen.append((d, t)),
