@@ -115,11 +115,16 @@ def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = Non
         return _encode_bgr(bgr, ext, icc, jpeg_quality)
 
 
+# Rows swapped per cvtColor call. OpenCV clones its source when it is also the destination, so
+# one call on a whole 24000x16000 output would hold another 1.15 GB at the peak.
+SWAP_CHUNK_BYTES = 16 * 2**20
+
+
 @contextlib.contextmanager
 def _as_bgr(image: np.ndarray, order: ChannelOrder = "rgb", restore: bool = True) -> Iterator[np.ndarray]:
-    """OpenCV's channel order for the encoder. In place where the array allows, and swapped back
-    afterwards unless ``restore`` is False (the caller is done with the image): a copy of a
-    24000x16000 output would be another 1.15 GB at the peak."""
+    """OpenCV's channel order for the encoder. In place where the array allows (a chunk of rows at
+    a time), and swapped back afterwards unless ``restore`` is False (the caller is done with the
+    image): a copy of a 24000x16000 output would be another 1.15 GB at the peak."""
     if image.ndim != 3 or order == "bgr":
         yield image
         return
@@ -127,12 +132,12 @@ def _as_bgr(image: np.ndarray, order: ChannelOrder = "rgb", restore: bool = True
     if not (image.flags.writeable and image.flags.c_contiguous):
         yield cv2.cvtColor(image, code)
         return
-    cv2.cvtColor(image, code, dst=image)
+    _swap_in_place(image, code)
     try:
         yield image
     finally:
         if restore:
-            cv2.cvtColor(image, code, dst=image)  # the swap is its own inverse
+            _swap_in_place(image, code)  # the swap is its own inverse
 
 
 def encode_params(ext: str, jpeg_quality: int = 95, png_compression: int | None = None) -> list[int]:
@@ -148,6 +153,13 @@ def encode_params(ext: str, jpeg_quality: int = 95, png_compression: int | None 
             raise ValueError(f"PNG compression level {png_compression} is not one of 0-9")
         return [cv2.IMWRITE_PNG_COMPRESSION, png_compression]
     return []
+
+
+def _swap_in_place(image: np.ndarray, code: int) -> None:
+    rows = max(1, SWAP_CHUNK_BYTES // max(1, image[:1].nbytes))
+    for r0 in range(0, image.shape[0], rows):
+        part = image[r0:r0 + rows]
+        cv2.cvtColor(part, code, dst=part)
 
 
 def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int,

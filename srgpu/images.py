@@ -27,6 +27,7 @@ from . import outputs
 from .bands import band_rows, bands, halo_rows
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
+from .engine.workers import available_cpus, run_all
 from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, ImageFileError, read_image_data,
                         write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
@@ -285,7 +286,8 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
 # ---------------------------------------------------------------- one image
 
 
-BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: its float64 colour conversion stays near 0.4 GB
+BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: the engine's float32 planes of a band, ~50 MB
+CONVERT_PIXELS = 2**18  # output pixels taken back to RGB at a time: float64 temporaries of a few MB
 RowsCallback = Callable[[int, int], None]
 
 
@@ -297,24 +299,18 @@ def band_halo(engine: Engine) -> int:
 def upscale_image(image: np.ndarray, engine: Engine, progress: RowsCallback | None = None,
                   band_output_pixels: int | None = None) -> np.ndarray:
     """:func:`upscale_whole` in bands of input rows, each with :func:`band_halo` rows of context
-    on either side, so that a large photo needs memory for a band, not for the whole image in
-    float64 (a 6000x4000 photo at x2: 13 GB -> 1.6 GB, BENCHMARKS.md). On the CPU engine the result
-    is bit-identical to the whole image (srgpu.bands says why). ``progress(output_rows_done,
-    output_rows)`` is called after each band."""
+    on either side, written straight into the output: a large photo needs memory for its output
+    and one band, not for the whole image in float (a 6000x4000 photo at x2: 13 GB -> 0.65 GB;
+    x4: 1.6 GB, of which 1.15 GB is the output itself; BENCHMARKS.md). On the CPU engine the
+    result is bit-identical to the whole image (srgpu.bands says why).
+    ``progress(output_rows_done, output_rows)`` is called after each band."""
+    _check_layout(image)
     h, w = image.shape[:2]
     scale = engine.scale
-    parts = bands(h, band_rows(w, scale, band_output_pixels or BAND_OUTPUT_PIXELS), band_halo(engine))
-    if len(parts) == 1:
-        out = upscale_whole(image, engine)
-        if progress is not None:
-            progress(h * scale, h * scale)
-        return out
-    out = None
-    for band in parts:
-        part = upscale_whole(image[band.b0:band.b1], engine)
-        if out is None:
-            out = np.empty((h * scale,) + part.shape[1:], part.dtype)
-        out[band.k0 * scale:band.k1 * scale] = part[band.kept(scale)]
+    out = _output_for(image, scale)
+    for band in bands(h, band_rows(w, scale, band_output_pixels or BAND_OUTPUT_PIXELS), band_halo(engine)):
+        _upscale_into(image[band.b0:band.b1], engine, out[band.k0 * scale:band.k1 * scale],
+                      (band.k0 - band.b0) * scale)
         if progress is not None:
             progress(band.k1 * scale, h * scale)
     return out
@@ -328,26 +324,59 @@ def upscale_whole(image: np.ndarray, engine: Engine) -> np.ndarray:
     RGB: BT.601 YCbCr in float; Y through SRCNN, Cb and Cr bicubic; back to RGB, rounded.
     Alpha: bicubic, in the image's own integer depth.
     """
+    _check_layout(image)
+    out = _output_for(image, engine.scale)
+    _upscale_into(image, engine, out, 0)
+    return out
+
+
+def _check_layout(image: np.ndarray) -> None:
     if image.dtype not in (np.uint8, np.uint16):
         raise ImageFileError(f"unsupported sample type {image.dtype}")
+    if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+        raise ImageFileError(f"unsupported image layout {image.shape}")
+
+
+def _output_for(image: np.ndarray, scale: int) -> np.ndarray:
+    h, w = image.shape[:2]
+    return np.empty((h * scale, w * scale) + image.shape[2:], image.dtype)
+
+
+def _upscale_into(image: np.ndarray, engine: Engine, dst: np.ndarray, first: int) -> None:
+    """Upscale ``image`` (see :func:`upscale_whole`) and write its output rows from ``first`` on
+    into ``dst``."""
     top = int(np.iinfo(image.dtype).max)
     h, w = image.shape[:2]
     out_shape = (h * engine.scale, w * engine.scale)
     if image.ndim == 2:
-        return engine.srcnn_plane(image, out_shape, top)
-    if image.ndim != 3 or image.shape[2] not in (3, 4):
-        raise ImageFileError(f"unsupported image layout {image.shape}")
+        dst[...] = engine.srcnn_plane(image, out_shape, top)[first:first + len(dst)]
+        return
     ycc = rgb_to_ycbcr(image[..., :3].astype(np.float64) / top)
     planes = [ycc[..., i].astype(np.float32) for i in range(3)]
+    del ycc
     specs = [PlaneSpec(out_shape, True), PlaneSpec(out_shape, False), PlaneSpec(out_shape, False)]
     if image.shape[2] == 4:
         planes.append(np.ascontiguousarray(image[..., 3]))
         specs.append(PlaneSpec(out_shape, False))
     outs = engine.upscale_frame(planes, specs, top)
-    rgb = quantize(ycbcr_to_rgb(np.stack(outs[:3], axis=-1)), image.dtype, top)
-    if image.shape[2] == 4:
-        return np.concatenate([rgb, outs[3][..., None].astype(image.dtype)], axis=-1)
-    return rgb
+    del planes
+    _to_samples(outs, dst, first, top)
+
+
+def _to_samples(outs: list[np.ndarray], dst: np.ndarray, first: int, top: int) -> None:
+    """YCbCr planes (and alpha) rows from ``first`` on -> ``dst``'s RGB(A) samples, rounded, a few
+    full-width rows at a time (on the CPUs side by side): the float64 conversion of a whole band
+    would be 0.5 GB at the peak, and every row goes through the same operations either way."""
+    rows = max(1, CONVERT_PIXELS // max(1, dst.shape[1]))
+
+    def convert(r0: int) -> None:
+        r1 = min(len(dst), r0 + rows)
+        src = slice(first + r0, first + r1)
+        dst[r0:r1, :, :3] = quantize(ycbcr_to_rgb(np.stack([p[src] for p in outs[:3]], axis=-1)), dst.dtype, top)
+        if len(outs) == 4:
+            dst[r0:r1, :, 3] = outs[3][src]  # bicubic in the image's own depth already
+
+    run_all(convert, range(0, len(dst), rows), available_cpus())
 
 
 def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np.ndarray:

@@ -95,7 +95,7 @@ def _resize_axis(a: np.ndarray, axis: int, out_length: int, scale: float, antial
 
 
 def source_rows(in_length: int, out_length: int, r0: int, r1: int, antialias: bool = True) -> tuple[int, int]:
-    """Input rows [lo, hi) that output rows [r0, r1) of a resize along rows read."""
+    """Input samples [lo, hi) that output samples [r0, r1) of a resize along one axis read."""
     c = contributions(in_length, out_length, out_length / in_length, antialias)
     used = c.indices[r0:r1]
     return int(used.min()), int(used.max()) + 1
@@ -134,18 +134,30 @@ def imresize(
 
 def imresize_rows(image: np.ndarray, output_shape: tuple[int, int], r0: int, r1: int,
                   antialias: bool = True) -> np.ndarray:
-    """Rows [r0, r1) of ``imresize(image, output_shape=output_shape)``, bit for bit, computing
-    only those rows (strips of a large image). Same axis order, coefficients and per-sample
-    operation order as :func:`imresize`; only the input rows they read are touched."""
+    """Rows [r0, r1) of ``imresize(image, output_shape=output_shape)``, bit for bit."""
+    return imresize_region(image, output_shape, (r0, r1), (0, int(output_shape[1])), antialias)
+
+
+def imresize_region(image: np.ndarray, output_shape: tuple[int, int], rows: tuple[int, int],
+                    cols: tuple[int, int], antialias: bool = True) -> np.ndarray:
+    """Rows [r0, r1) x columns [c0, c1) of ``imresize(image, output_shape=output_shape)``, bit for
+    bit, computing only those samples (tiles of a large image). Same axis order, coefficients and
+    per-sample operation order as :func:`imresize`; only the input samples they read are touched."""
     if not np.issubdtype(image.dtype, np.floating):
-        raise TypeError(f"imresize_rows expects a float image, got {image.dtype}")
+        raise TypeError(f"imresize_region expects a float image, got {image.dtype}")
     (in_h, in_w), (out_h, out_w) = image.shape[:2], (int(output_shape[0]), int(output_shape[1]))
-    if not 0 <= r0 < r1 <= out_h:
-        raise ValueError(f"rows [{r0}, {r1}) outside an output {out_h} rows high")
+    (r0, r1), (c0, c1) = rows, cols
+    if not (0 <= r0 < r1 <= out_h and 0 <= c0 < c1 <= out_w):
+        raise ValueError(f"rows [{r0}, {r1}) x columns [{c0}, {c1}) outside an output {out_h}x{out_w}")
     sh, sw = out_h / in_h, out_w / in_w
     lo, hi = source_rows(in_h, out_h, r0, r1, antialias)
-    if sh <= sw:  # rows first, as imresize
-        part = _resize_axis(image[lo:hi], 0, out_h, sh, antialias, in_length=in_h, span=(r0, r1), first=lo)
-        return _resize_axis(part, 1, out_w, sw, antialias)
-    part = _resize_axis(image[lo:hi], 1, out_w, sw, antialias)
-    return _resize_axis(part, 0, out_h, sh, antialias, in_length=in_h, span=(r0, r1), first=lo)
+    left, right = source_rows(in_w, out_w, c0, c1, antialias)
+
+    def along_rows(a: np.ndarray) -> np.ndarray:
+        return _resize_axis(a, 0, out_h, sh, antialias, in_length=in_h, span=(r0, r1), first=lo)
+
+    def along_cols(a: np.ndarray) -> np.ndarray:
+        return _resize_axis(a, 1, out_w, sw, antialias, in_length=in_w, span=(c0, c1), first=left)
+
+    part = image[lo:hi, left:right]
+    return along_cols(along_rows(part)) if sh <= sw else along_rows(along_cols(part))  # MATLAB's order

@@ -112,6 +112,20 @@ def default_model_path() -> Path:
     return p
 
 
+def centred_model(arch: str = "9-1-5", seed: int = 0, scale: int | None = None):
+    """Seeded random weights with conv3's bias set so that a mid-grey plane comes out mid-grey:
+    the outputs of test images spread over the sample range instead of saturating at 0 or 1
+    (where a wrong sample could hide)."""
+    from dataclasses import replace
+
+    from srgpu.model import random_model
+    from srgpu.reference import srcnn_layers
+
+    model = random_model(arch, seed=seed, scale=scale)
+    grey = float(srcnn_layers(np.full((1, 1), 0.5, np.float32), model)[0, 0])
+    return replace(model, conv3_bias=(model.conv3_bias + np.float32(0.5 - grey)).astype(np.float32))
+
+
 def random_image(shape: tuple[int, ...], dtype: type = np.uint8, seed: int = 0) -> np.ndarray:
     """Random but image-like data (smooth gradient plus noise, full range used), never constant."""
     rng = np.random.default_rng(seed)

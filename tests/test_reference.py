@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from srgpu.model import random_model
-from srgpu.reference import srcnn_forward
+from srgpu.reference import srcnn_forward, srcnn_layers
 
 
 def naive_conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, relu: bool) -> np.ndarray:
@@ -44,6 +44,18 @@ def test_float64_matches_naive(arch, shape, rng):
     assert got.dtype == np.float64 and got.shape == shape
     assert np.abs(expect).max() > 1e-3  # the case is not degenerate (all-ReLU-dead)
     np.testing.assert_allclose(got, expect, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64])
+def test_column_chunks_match_naive(arch, chunk, rng):
+    """The layers in column chunks (conv2 and conv3 per chunk, with conv3's margin from the
+    neighbours): chunks narrower than the margin, a last chunk of any width, none at all. Seams
+    computed without the neighbours' columns would be off by far more."""
+    model = random_model(arch, seed=12)
+    y = rng.random((9, 29))
+    got = srcnn_layers(y, model, chunk)
+    np.testing.assert_allclose(got, naive_srcnn(y, model), rtol=0, atol=1e-11)
 
 
 def test_float32_close_to_float64(rng):

@@ -1,0 +1,33 @@
+"""Independent pieces of CPU work on a few threads: NumPy, OpenCV and BLAS release the GIL while
+they compute, so tiles run side by side on the cores."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS says, else all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_all(work: Callable[[T], None], items: Sequence[T], workers: int) -> None:
+    """``work(item)`` for every item, at most ``workers`` at a time. The first error is raised
+    once the pieces running finish; the ones not started are dropped (Ctrl-C stops promptly)."""
+    if workers <= 1 or len(items) <= 1:
+        for item in items:
+            work(item)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="srgpu-cpu")
+    try:
+        for future in [pool.submit(work, item) for item in items]:
+            future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
