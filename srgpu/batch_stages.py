@@ -14,14 +14,6 @@ MAX_DEFAULT_BUDGET = 4 * 2**30  # bytes of images in flight by default, at most
 MIN_DEFAULT_BUDGET = 256 * 2**20
 
 
-def cpu_cores() -> int:
-    """The cores this process may run on (a container's or taskset's share, not the host's)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def default_budget() -> int:
     """A quarter of the machine's memory, between 256 MiB and 4 GiB."""
     try:

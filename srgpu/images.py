@@ -27,12 +27,13 @@ from . import outputs
 from .bands import band_rows, bands, halo_rows
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
-from .engine.workers import available_cpus, run_all
+from .cpus import cpu_cores
+from .engine.workers import run_all
 from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, ImageFileError, read_image_data,
                         write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .outputs import OutputExistsError
-from .batch_stages import Budget, InOrder, StageClock, StageTimes, cpu_cores, default_budget
+from .batch_stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from .video.options import VideoOptions  # configuration only, no ffmpeg: there in every build
 
 # Video support (srgpu.video.api and the ffmpeg stages below it) is its own part; images work in a
@@ -376,7 +377,7 @@ def _to_samples(outs: list[np.ndarray], dst: np.ndarray, first: int, top: int) -
         if len(outs) == 4:
             dst[r0:r1, :, 3] = outs[3][src]  # bicubic in the image's own depth already
 
-    run_all(convert, range(0, len(dst), rows), available_cpus())
+    run_all(convert, range(0, len(dst), rows), cpu_cores())
 
 
 def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np.ndarray:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .engine import Engine, GPUOptions, create_engine
+from .cpus import cpu_cores
 from .errors import EngineError
 from .model import SRCNNModel
 from .manifest import weights_hash
@@ -91,7 +92,7 @@ def default_workers(gpus: int, cores: int | None = None) -> int:
     long job (DESIGN.md: 7-35 ms of CPU per 4K frame against ~1 ms of GPU), so about one worker per
     4 cores (an x264 encoder uses 4 threads well), at least one per GPU, at most 4 per GPU (each
     holds frames and buffers on its GPU)."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or cpu_cores()
     n = max(1, cores // 4)
     if gpus:
         n = min(max(n, gpus), 4 * gpus)
@@ -103,7 +104,7 @@ def encoder_threads(workers: int, cores: int | None = None) -> int | None:
     uses 1.5 threads per core; None (the encoder's own choice) for one worker."""
     if workers <= 1:
         return None
-    cores = cores or os.cpu_count() or 1
+    cores = cores or cpu_cores()
     return max(1, math.ceil(1.5 * cores / workers))
 
 

@@ -88,7 +88,7 @@ def test_conversion_back_to_rgb_holds_a_few_rows_of_float64(monkeypatch) -> None
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < images.available_cpus() * 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
+    assert peak < images.cpu_cores() * 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
     assert np.array_equal(dst, quantize(ycbcr_to_rgb(np.stack(outs, axis=-1)), np.uint8, 255))
 
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from srgpu.engine.workers import available_cpus, run_all
+from srgpu.cpus import cpu_cores
+from srgpu.engine.workers import run_all
 
 
 @pytest.mark.parametrize("workers", [1, 2, 5])
@@ -39,5 +40,5 @@ def test_first_error_raised_and_the_rest_dropped() -> None:
     assert len(started) < 200
 
 
-def test_available_cpus_is_positive() -> None:
-    assert available_cpus() >= 1
+def test_cpu_cores_is_positive() -> None:
+    assert cpu_cores() >= 1

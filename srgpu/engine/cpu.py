@@ -29,7 +29,8 @@ from ..model import SRCNNModel
 from ..reference import COLUMN_SPAN, aligned_width, column_chunk, input_columns, srcnn_columns
 from ..resize import imresize_region, imresize_rows
 from .base import Engine, from_unit_float, to_unit_float
-from .workers import available_cpus, run_all
+from ..cpus import cpu_cores
+from .workers import run_all
 
 TILE_BUDGET_BYTES = 256 * 2**20  # intermediates of the tiles being computed, all workers together
 MIN_TILE_BYTES = 64 * 2**20  # a worker's share no smaller: ~100 rows of a chunk, so the halo rows cost ~10 %
@@ -112,7 +113,7 @@ class CPUEngine(Engine):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         self.tile_budget_bytes = tile_budget_bytes
-        self.workers = workers or max(1, min(available_cpus(), tile_budget_bytes // MIN_TILE_BYTES))
+        self.workers = workers or max(1, min(cpu_cores(), tile_budget_bytes // MIN_TILE_BYTES))
         self.tile_rows = tile_rows
         self.tile_chunks = tile_chunks
         self.chunk = chunk or column_chunk(model)

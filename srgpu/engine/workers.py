@@ -3,19 +3,10 @@ they compute, so tiles run side by side on the cores."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity where the OS says, else all)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def run_all(work: Callable[[T], None], items: Sequence[T], workers: int) -> None:
