@@ -71,6 +71,19 @@ def cpu_engine(random_npz: Path):
     return CPUEngine(load_npz(random_npz), 2)
 
 
+@pytest.fixture(scope="session")
+def nvrtc():
+    """CuPy's NVRTC binding, for tests that compile kernels offline (no GPU needed); skips where
+    NVRTC cannot be loaded."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except Exception as e:  # noqa: BLE001 - no NVRTC on this machine: nothing to compile with
+        pytest.skip(f"NVRTC is not available here ({type(e).__name__}: {e})")
+    return nvrtc
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _own_plan_cache(tmp_path_factory: pytest.TempPathFactory):
     """srgpu's plan cache ($XDG_CACHE_HOME/srgpu/plans) in a folder of this test session, for the

@@ -71,14 +71,8 @@ def test_bad_arrays_are_refused_before_any_launch() -> None:
     assert len(set(colour.all_kernel_names())) == 16
 
 
-def test_the_colour_kernels_compile_with_nvrtc() -> None:
+def test_the_colour_kernels_compile_with_nvrtc(nvrtc) -> None:
     """With no fused multiply-add in double (NumPy rounds each product and sum) and IEEE division."""
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception as e:  # noqa: BLE001 - no NVRTC on this machine
-        pytest.skip(f"NVRTC is not available here ({type(e).__name__}: {e})")
     names = colour.all_kernel_names()
     for arch in (75, 90):
         prog = nvrtc.createProgram(load_source(colour.SOURCE), colour.SOURCE, [], [])

@@ -83,17 +83,6 @@ def test_new_tiles_fit_their_blocks_per_sm(cfg: fused.FusedConfig, f2: int) -> N
     assert cfg.minb * (shared + 1024) <= PER_SM, (cfg.label, shared)
 
 
-@pytest.fixture(scope="module")
-def nvrtc():
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception as e:  # noqa: BLE001 - no NVRTC on this machine: nothing to compile with
-        pytest.skip(f"NVRTC is not available here ({type(e).__name__}: {e})")
-    return nvrtc
-
-
 def _compile(nvrtc, code: str, names: list[str], options: list[str]) -> str:
     prog = nvrtc.createProgram(code, "fused_tc.cu", [], [])
     try:

@@ -23,17 +23,6 @@ from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 
 
-@pytest.fixture(scope="module")
-def nvrtc():
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-
-        nvrtc.getVersion()
-    except Exception as e:  # noqa: BLE001 - no NVRTC on this machine: nothing to compile with
-        pytest.skip(f"NVRTC is not available here ({type(e).__name__}: {e})")
-    return nvrtc
-
-
 def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | None = None) -> None:
     """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
     template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log."""
