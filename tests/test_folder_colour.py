@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from srgpu.kernels import colour
-from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 
 CASES = [(np.uint8, 3, "rgb"), (np.uint8, 4, "bgr"), (np.uint16, 3, "bgr"), (np.uint16, 4, "rgb")]
 
@@ -69,23 +68,3 @@ def test_bad_arrays_are_refused_before_any_launch() -> None:
     with pytest.raises(ValueError, match="order"):
         colour.to_planes_name(np.uint8, 3, "grb")
     assert len(set(colour.all_kernel_names())) == 16
-
-
-def test_the_colour_kernels_compile_with_nvrtc(nvrtc) -> None:
-    """With no fused multiply-add in double (NumPy rounds each product and sum) and IEEE division."""
-    names = colour.all_kernel_names()
-    for arch in (75, 90):
-        prog = nvrtc.createProgram(load_source(colour.SOURCE), colour.SOURCE, [], [])
-        try:
-            for name in names:
-                nvrtc.addNameExpression(prog, name)
-            try:
-                nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, f"-arch=compute_{arch}"])
-            except nvrtc.NVRTCError:
-                pytest.fail(nvrtc.getProgramLog(prog)[:3000])
-            assert all(nvrtc.getLoweredName(prog, n) for n in names)
-            ptx = nvrtc.getPTX(prog)
-            ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-            assert "fma.rn.f64" not in ptx and "div.rn.f64" in ptx
-        finally:
-            nvrtc.destroyProgram(prog)

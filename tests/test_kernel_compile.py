@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.kernels import bicubic, conv, fused, quantize
+from srgpu.kernels import bicubic, colour, conv, fused, quantize
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 from srgpu.model import random_model
 
@@ -23,9 +23,10 @@ from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 
 
-def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | None = None) -> None:
+def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | None = None) -> str:
     """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
-    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log."""
+    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log. Returns
+    the PTX."""
     prog = nvrtc.createProgram(code if code is not None else load_source(filename), filename, [], [])
     try:
         for name in names:
@@ -36,7 +37,9 @@ def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | N
             pytest.fail(f"{filename} (compute_{arch}) does not compile:\n{nvrtc.getProgramLog(prog)[:3000]}")
         missing = [n for n in names if not nvrtc.getLoweredName(prog, n)]
         assert not missing, missing
-        assert nvrtc.getPTX(prog)
+        ptx = nvrtc.getPTX(prog)
+        assert ptx
+        return ptx.decode() if isinstance(ptx, bytes) else ptx
     finally:
         nvrtc.destroyProgram(prog)
 
@@ -44,6 +47,13 @@ def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | N
 def test_the_harness_sees_a_compile_error(nvrtc) -> None:
     with pytest.raises(pytest.fail.Exception, match="undefined_x"):
         compile_all(nvrtc, "broken.cu", ["k"], 75, code="__global__ void k() { undefined_x(); }")
+
+
+def test_the_colour_kernels_compile_with_nvrtc(nvrtc) -> None:
+    """With no fused multiply-add in double (NumPy rounds each product and sum) and IEEE division."""
+    for arch in (75, 90):
+        ptx = compile_all(nvrtc, colour.SOURCE, colour.all_kernel_names(), arch)
+        assert "fma.rn.f64" not in ptx and "div.rn.f64" in ptx
 
 
 def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:

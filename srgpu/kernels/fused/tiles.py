@@ -135,11 +135,10 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                   dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=0),
                   dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
-    # the split 9-5-5 fits only with conv2's weights streamed one tap row at a time (184 KiB of
-    # shared memory instead of 344); it meets the accuracy bar at every depth (BENCHMARKS.md)
-    # conv2's tap rows in 5 parts through two buffers, the next part copied while the current one's
-    # MMAs run (spart), 8-row chunks, 8 warps: 10.1 ms at 1080p -> 4K on the H100, against 13.8 for
-    # the stream without the overlap (BENCHMARKS.md, "new tiles timed")
+    # the split 9-5-5 fits only with conv2's weights streamed (344 KiB of shared memory otherwise);
+    # it meets the accuracy bar at every depth. First: each tap row in 5 parts through two buffers,
+    # the next part copied while the current one's MMAs run (spart), 8-row chunks, 8 warps: 10.1 ms
+    # at 1080p -> 4K on the H100, 13.8 for the stream without the overlap (BENCHMARKS.md)
     ("fp16", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=1, mb2=2, stream=1, spart=5),
                   dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=5),
                   dict(th=64, rw=32, r=4, nt=256, mb1=1, mb2=1, stream=1, spart=2),
