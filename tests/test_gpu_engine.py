@@ -287,7 +287,10 @@ def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert report["output"] == {"width": 128, "height": 96} and report["device"]
     layers = [t for t in report["layers"] if t["layer"] != "network"]  # fused candidates may fail
     assert len(layers) >= 30 and all(t["ms"] > 0 and t["error"] is None for t in layers)
-    assert report["network_ms"] > 0 and report["plan"]["kind"] == "layerwise"
+    # the kernel bench is fp32: the fastest of the layer-wise plan and the fp32 fused tiles (at
+    # 64x48 they are within timing noise of each other, so either may win)
+    assert report["network_ms"] > 0 and report["plan"]["kind"] in ("layerwise", "fused")
+    assert report["plan"]["kind"] == "layerwise" or report["plan"]["fused"]["precision"] == "fp32"
     from srgpu.model import save_npz
 
     save_npz(random_model("9-5-5", seed=2, scale=2), tmp_path / "m955.npz")
