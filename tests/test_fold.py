@@ -73,3 +73,35 @@ def test_regular_range_is_where_the_phase_filters_hold(h: int) -> None:
     assert all(regular(y) for y in range(lo, hi))
     assert not regular(lo - 1) and not regular(hi)  # the edges need their own filters
     assert regular_range(h, h * scale + 1, scale) == (0, 0)  # not an exact upscale
+
+
+def test_regular_range_checks_the_edges_only_and_agrees_with_the_full_check() -> None:
+    """regular_range runs for every new frame size, so it checks the outputs near the edges and
+    takes the middle as regular; on every size here that gives what checking every output gives
+    (at x2, the scale the kernels fold, on frames up to 4K and beyond)."""
+    from srgpu.kernels.fold import regular_outputs
+
+    def full(h: int, scale: int) -> tuple[int, int]:
+        ok = regular_outputs(h, h * scale, scale)
+        if not ok.any():
+            return (0, 0)
+        runs = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(np.int8), [0]])))
+        lengths = runs[1::2] - runs[::2]
+        i = int(np.argmax(lengths))
+        return (int(runs[2 * i]), int(runs[2 * i + 1]))
+
+    sizes = list(range(1, 160)) + [333, 540, 719, 1080, 1919, 3840]
+    for h in sizes:
+        assert regular_range(h, 2 * h, 2) == full(h, 2), h
+    for scale in (3, 4):
+        for h in sizes[:60] + [540]:
+            assert regular_range(h, scale * h, scale) == full(h, scale), (scale, h)
+    edges_only = regular_outputs(1080, 2160, 2, edges_only=True)
+    assert edges_only.sum() == 2160 - 8 and not edges_only[:4].any() and not edges_only[-4:].any()
+
+
+def test_fold_args_offsets_are_the_phase_filters_offsets() -> None:
+    from srgpu.kernels.fold import interior_offsets
+
+    for scale in (2, 3, 4):
+        assert interior_offsets(scale) == list(phase_filters(np.zeros((1, 1, 9, 9)), scale).offsets)

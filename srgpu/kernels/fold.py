@@ -24,6 +24,7 @@ fused_tc.cu's FOLD path (x2) reads the phase filters of :func:`phase_filters` fo
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,17 +49,22 @@ class AxisFold:
         return mirror(self.starts[:, None] + np.arange(self.taps)[None, :], in_len)
 
 
-def axis_fold(in_len: int, out_len: int, k: int = 9) -> AxisFold:
-    """The fold of a k-tap filter (replicate border) over the bicubic upscale in_len -> out_len."""
+def axis_fold(in_len: int, out_len: int, k: int = 9, outputs: np.ndarray | None = None) -> AxisFold:
+    """The fold of a k-tap filter (replicate border) over the bicubic upscale in_len -> out_len;
+    with ``outputs``, for those output indices only (row i of the result is output outputs[i])."""
     c = contributions(in_len, out_len, out_len / in_len, True)
     r = k // 2
-    rows = np.clip(np.arange(out_len)[:, None] + np.arange(-r, r + 1)[None, :], 0, out_len - 1)  # (out, k)
+    ys = np.arange(out_len) if outputs is None else np.asarray(outputs, dtype=np.int64)
+    rows = np.clip(ys[:, None] + np.arange(-r, r + 1)[None, :], 0, out_len - 1)  # (out, k)
     idx = c.unfolded[rows]  # (out, k, bicubic taps), unfolded LR indices
     starts = idx.min(axis=(1, 2))
     taps = int((idx.max(axis=(1, 2)) - starts).max()) + 1
-    weights = np.zeros((out_len, k, taps))
-    out, d, _ = np.indices(idx.shape)
-    np.add.at(weights, (out, d, idx - starts[:, None, None]), c.weights[rows])
+    n = len(ys)
+    # each (out, d, bicubic tap) lands in a slot of its own, so a bincount over flat slots is the
+    # scatter (np.add.at, its equal, is ~20x slower, and this runs for every new frame size)
+    slots = ((np.arange(n)[:, None, None] * k + np.arange(k)[None, :, None]) * taps
+             + (idx - starts[:, None, None]))
+    weights = np.bincount(slots.ravel(), c.weights[rows].ravel(), n * k * taps).reshape(n, k, taps)
     return AxisFold(starts, weights)
 
 
@@ -119,31 +125,55 @@ def regular_range(in_len: int, out_len: int, scale: int, k: int = 9) -> tuple[in
     phase filters of :func:`phase_filters` hold; (0, 0) if none (or the size is not exact)."""
     if out_len != in_len * scale or in_len < 1:
         return (0, 0)
+    return _longest_run(regular_outputs(in_len, out_len, scale, k, edges_only=True))
+
+
+def regular_outputs(in_len: int, out_len: int, scale: int, k: int = 9, edges_only: bool = False) -> np.ndarray:
+    """Which outputs (bool, out_len) of an exact x``scale`` upscale have the interior phase fold.
+    ``edges_only``: check only the outputs near either edge and take the others as regular: away
+    from the edges the fold is periodic by construction (it is the phase filter), and this runs
+    for every new frame size (a test checks it against the full check)."""
+    phase_w, offsets = _interior(scale, k)
+    edge = 2 * k * scale
+    full = not edges_only or out_len <= 4 * edge
+    ys = np.arange(out_len) if full else np.concatenate([np.arange(edge), np.arange(out_len - edge, out_len)])
+    fold = axis_fold(in_len, out_len, k, ys)
+    w = fold.weights
+    taps = phase_w.shape[2]
+    if w.shape[2] < taps:
+        w = np.pad(w, ((0, 0), (0, 0), (0, taps - w.shape[2])))
+    phase = ys % scale
+    ok = ((fold.starts == ys // scale + np.asarray(offsets)[phase])
+          & np.all(np.abs(w[:, :, :taps] - phase_w[phase]) <= 1e-12, axis=(1, 2))
+          & np.all(w[:, :, taps:] == 0, axis=(1, 2)))
+    if full:
+        return ok
+    mask = np.ones(out_len, dtype=bool)
+    mask[ys] = ok
+    return mask
+
+
+def _longest_run(ok: np.ndarray) -> tuple[int, int]:
+    if not ok.any():
+        return (0, 0)
+    # the longest run of regular outputs (the interior: one run); the first such run on ties
+    edges = np.diff(np.concatenate([[0], ok.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    i = int(np.argmax(ends - starts))
+    return (int(starts[i]), int(ends[i]))
+
+
+def interior_offsets(scale: int, k: int = 9) -> list[int]:
+    """The interior window offsets per phase (what :func:`phase_filters` gives as ``offsets``)."""
+    return list(_interior(scale, k)[1])
+
+
+@functools.lru_cache(maxsize=None)
+def _interior(scale: int, k: int) -> tuple[np.ndarray, list[int]]:
+    """The interior phase weights (scale, k, taps) and window offsets of an exact x``scale`` fold."""
     n = 4 * k
     ref = axis_fold(n, n * scale, k)
     mid = (n // 2) * scale
-    phase_w = [ref.weights[mid + p] for p in range(scale)]
-    offsets = [int(ref.starts[mid + p] - (mid + p) // scale) for p in range(scale)]
-    fold = axis_fold(in_len, out_len, k)
-    taps = ref.taps
-    w = fold.weights
-    if w.shape[2] < taps:
-        w = np.pad(w, ((0, 0), (0, 0), (0, taps - w.shape[2])))
-    # all outputs at once (this runs for every new frame size, before its first frame)
-    ys = np.arange(out_len)
-    phase = ys % scale
-    ok = ((fold.starts == ys // scale + np.asarray(offsets)[phase])
-          & np.all(np.abs(w[:, :, :taps] - np.stack(phase_w)[phase]) <= 1e-12, axis=(1, 2))
-          & np.all(w[:, :, taps:] == 0, axis=(1, 2)))
-    if not ok.any():
-        return (0, 0)
-    # the longest run of regular outputs (the interior: one run)
-    best, start = (0, 0), None
-    for y in range(out_len + 1):
-        if y < out_len and ok[y]:
-            start = y if start is None else start
-        elif start is not None:
-            if y - start > best[1] - best[0]:
-                best = (start, y)
-            start = None
-    return best
+    phase_w = np.stack([ref.weights[mid + p] for p in range(scale)])
+    phase_w.setflags(write=False)
+    return phase_w, [int(ref.starts[mid + p] - (mid + p) // scale) for p in range(scale)]

@@ -25,12 +25,12 @@ def fold_args(in_shape: tuple[int, int], out_shape: tuple[int, int]) -> np.ndarr
     """The FOLD kernels' ``fold`` array (fused_common.cu fold_block): {on, phase 0 / 1 window
     offsets, their minimum, then the frame rows [ylo, yhi) and columns [xlo, xhi) where the phase
     filters hold}; ``on`` = 0 unless the upscale is an exact x2 with such a region along both axes."""
-    from ..fold import phase_filters, regular_range
+    from ..fold import interior_offsets, regular_range
 
     (h, w), (H, W) = in_shape, out_shape
     ylo, yhi = regular_range(h, H, FOLD_SCALE)
     xlo, xhi = regular_range(w, W, FOLD_SCALE)
-    offsets = phase_filters(np.zeros((1, 1, 9, 9)), FOLD_SCALE).offsets
+    offsets = np.array(interior_offsets(FOLD_SCALE))
     on = int(yhi > ylo and xhi > xlo)
     return np.array([on, offsets[0], offsets[1], offsets.min(), ylo, yhi, xlo, xhi], np.int32)
 
