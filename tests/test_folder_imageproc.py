@@ -67,12 +67,11 @@ def _empty(shape, dtype=np.float32):
 
 @pytest.fixture
 def fake_cupy(monkeypatch):
-    """CuPy and cupyx as far as OverlappedImages and SlotPipeline use them."""
-    cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event, Device=lambda i=0: contextlib.nullcontext())
+    """CuPy as far as OverlappedImages and SlotPipeline use it (pinned memory: plain bytes)."""
+    cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event, Device=lambda i=0: contextlib.nullcontext(),
+                                 alloc_pinned_memory=bytearray)
     cupy = types.SimpleNamespace(cuda=cuda, empty=_empty)
-    cupyx = types.SimpleNamespace(empty_pinned=lambda shape, dtype=np.uint8: np.empty(shape, dtype))
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setitem(sys.modules, "cupyx", cupyx)
 
     class FakeColour:
         def __init__(self, device_index, limits) -> None:

@@ -302,3 +302,29 @@ def test_cli_tune_bench_info(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert result.exit_code == 0
     assert "plan 9-5-5 40x30 -> 80x60 fp32 8-bit: conv1 " in result.output
     assert "plan 9-1-5 64x48 -> 128x96 fp32 8-bit: conv1 " in result.output
+
+
+def test_self_check_reads_its_reference_from_disk_and_a_wrong_one_fails_no_plan(tmp_path: Path) -> None:
+    """The start-up self-check's reference is computed once and read back by later engines; a
+    stored reference with wrong numbers makes the check recompute it, not fail a good plan, and a
+    bad plan still fails against the one computed afresh."""
+    from srgpu.engine.check_reference import reference_dir
+
+    model = random_model("9-1-5", seed=5, scale=2)
+    lr = np.random.default_rng(5).integers(0, 256, (40, 52)).astype(np.uint8)
+    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+        first = engine.srcnn_plane(lr, (80, 104), 255)
+    refs = sorted(reference_dir(tmp_path / "plans").glob("*.npy"))
+    assert refs
+    for path in refs:
+        np.save(path, np.load(path) + 0.25)
+    with gpu_engine(model, 2, tmp_path, autotune=True) as engine:
+        assert np.array_equal(engine.srcnn_plane(lr, (80, 104), 255), first)
+        plan = engine.plan_for((40, 52), (80, 104), 8)
+        engine._checked.clear()
+        engine.check_plan(plan, 8)  # against a fresh reference: passes
+        other = random_model("9-1-5", seed=6, scale=2)
+        engine.model = other  # the kernels still hold the first model's weights: a wrong plan now
+        engine._checked.clear()
+        with pytest.raises(EngineError, match="failed its self-check"):
+            engine.check_plan(plan, 8)

@@ -28,6 +28,7 @@ import numpy as np
 from ..bands import Band, band_rows, bands, halo_rows
 from ..plans import output_bits
 from .overlap import IN_FLIGHT, SlotPipeline, _Slot
+from .pinned import empty_pinned
 
 if TYPE_CHECKING:
     from .gpu import GPUEngine
@@ -65,14 +66,12 @@ class _Buffers:
 
     def host(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A pinned array of ``shape``, a view of a buffer that grows by half again when too small."""
-        import cupyx
-
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         buf = self.pinned.get(role)
         if buf is None or buf.nbytes < nbytes:
             self.pinned.pop(role, None)
             capacity = max(nbytes, int(1.5 * buf.nbytes) if buf is not None else 0)
-            buf = self.pinned[role] = cupyx.empty_pinned(capacity, dtype=np.uint8)
+            buf = self.pinned[role] = empty_pinned(capacity, dtype=np.uint8)
         return buf[:nbytes].view(dtype).reshape(shape)
 
     def dev(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> Any:

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import EngineError
 from .base import FrameFormat, FrameProcessor
+from .pinned import empty_pinned
 
 if TYPE_CHECKING:
     from .gpu import GPUEngine
@@ -186,23 +187,21 @@ class OverlappedGPU(FrameProcessor, SlotPipeline):
         if slots < 2:
             raise ValueError("overlap needs at least 2 slots")
         import cupy as cp
-        import cupyx
 
         FrameProcessor.__init__(self, engine, fmt)
         self.in_flight = max(1, min(IN_FLIGHT, slots - 1))
 
         def buffers(_: int) -> tuple[list[Any], list[Any], list[Any]]:
-            return ([cupyx.empty_pinned(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs],
+            return ([empty_pinned(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs],
                     [cp.empty(s, dtype=fmt.dtype) for s in fmt.in_shapes],
                     [cp.empty(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs])
 
         self._init_slots(engine, slots, timed, buffers)
-        self._cupyx = cupyx
 
     def input_buffer(self, nbytes: int) -> np.ndarray:
         """Pinned host memory: planes decoded into it are uploaded by DMA, with no copy on the host."""
         with self.engine.device, self.engine._guard("allocating a pinned input buffer"):
-            return self._cupyx.empty_pinned(nbytes, dtype=np.uint8)
+            return empty_pinned(nbytes, dtype=np.uint8)
 
     def submit(self, planes: Sequence[np.ndarray], tag: Any = None) -> "Pending":
         """Queue one frame; returns once its planes are on the device (the base class's promise: the

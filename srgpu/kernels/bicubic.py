@@ -120,12 +120,13 @@ class Bicubic:
         self._tables: dict[tuple[int, int], _Tables] = {}
 
     def tables(self, in_len: int, out_len: int) -> _Tables:
-        import cupy as cp
+        from .tables import upload
 
         key = (in_len, out_len)
         if key not in self._tables:
             w, idx = coefficients(in_len, out_len)
-            self._tables[key] = _Tables(cp.asarray(w), cp.asarray(idx), int(w.shape[1]))
+            d_w, d_idx = upload(w, idx)
+            self._tables[key] = _Tables(d_w, d_idx, int(w.shape[1]))
         return self._tables[key]
 
     def resize(self, src: Any, dst: Any, tmp: Any, max_value: float, final: bool, stream: Any) -> None:

@@ -12,6 +12,7 @@ from ...errors import EngineError
 from ...model import SRCNNModel
 from ..bicubic import coefficients, inv_max, pass_order
 from ..launch import Launch, cdiv
+from ..tables import upload
 from .numpy_reference import agreement, reference
 from .pack import FOLD_MAX_SAMPLE, FOLD_SCALE, pack_fp32, pack_tc
 from .smem import shared_bytes
@@ -127,8 +128,6 @@ class FusedSRCNN:
     # ------------------------------------------------------------ tables
 
     def tables(self, in_shape: tuple[int, int], out_shape: tuple[int, int]) -> _Tables:
-        import cupy as cp
-
         key = (*in_shape, *out_shape)
         t = self._tables.get(key)
         if t is None:
@@ -147,9 +146,10 @@ class FusedSRCNN:
                                   f"(capacity {L.tmp_floats}); the fused kernels are for upscaling")
             fold = fold_args(in_shape, out_shape) if self.config.fold else np.zeros(8, np.int32)
             with self.device:
-                t = _Tables(cp.asarray(wv), cp.asarray(iv), int(wv.shape[1]), cp.asarray(wh), cp.asarray(ih),
-                            int(wh.shape[1]), int(rows_first), cp.asarray(first0), nfirst, cp.asarray(fold),
-                            cp.asarray(np.concatenate([[0], fold[1:]]).astype(np.int32)))
+                d_wv, d_iv, d_wh, d_ih, d_first0, d_fold, d_fold_off = upload(
+                    wv, iv, wh, ih, first0, fold, np.concatenate([[0], fold[1:]]).astype(np.int32))
+                t = _Tables(d_wv, d_iv, int(wv.shape[1]), d_wh, d_ih, int(wh.shape[1]), int(rows_first), d_first0,
+                            nfirst, d_fold, d_fold_off)
             self._tables[key] = t
         return t
 
