@@ -29,13 +29,25 @@ def _side_stream(device: int) -> Any:
         return stream
 
 
+ALIGN = 256  # bytes: each table starts where any kernel may read it with vector loads
+
+
 def upload(*tables: np.ndarray) -> tuple[Any, ...]:
-    """The host arrays on the current device, ordered before whatever the current stream runs next."""
+    """The host arrays on the current device (views of one buffer: one copy, not one per table),
+    ordered before whatever the current stream runs next."""
     import cupy as cp
 
+    arrays = [np.ascontiguousarray(t) for t in tables]
+    offsets, end = [], 0
+    for a in arrays:
+        offsets.append(end)
+        end += -(-a.nbytes // ALIGN) * ALIGN
+    packed = np.zeros(max(end, 1), dtype=np.uint8)
+    for a, off in zip(arrays, offsets):
+        packed[off:off + a.nbytes] = a.reshape(-1).view(np.uint8)
     consumer = cp.cuda.get_current_stream()
     side = _side_stream(cp.cuda.Device().id)
     with side:
-        out = tuple(cp.asarray(np.ascontiguousarray(t)) for t in tables)
+        buffer = cp.asarray(packed)
     consumer.wait_event(side.record())
-    return out
+    return tuple(buffer[off:off + a.nbytes].view(a.dtype).reshape(a.shape) for a, off in zip(arrays, offsets))
