@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .gpu import GPUEngine
 
 GPU_BAND_OUTPUT_PIXELS = 8 * 2**20  # per band: ~0.3 GB of device buffers a slot at 16-bit RGBA
+MIN_PINNED_BYTES = 4 * 2**20
 RowsCallback = Callable[[int, int], None]
 
 
@@ -65,12 +66,15 @@ class _Buffers:
         self.device: dict[str, Any] = {}
 
     def host(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A pinned array of ``shape``, a view of a buffer that grows by half again when too small."""
+        """A pinned array of ``shape``, a view of a buffer of a power-of-two size (at least
+        MIN_PINNED_BYTES) replaced by a larger one when too small: pinning memory costs about a
+        millisecond per call, so a folder of growing sizes makes a few, and CuPy's pinned pool,
+        which hands freed blocks back for requests of the same size, serves the next folder's."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         buf = self.pinned.get(role)
         if buf is None or buf.nbytes < nbytes:
             self.pinned.pop(role, None)
-            capacity = max(nbytes, int(1.5 * buf.nbytes) if buf is not None else 0)
+            capacity = 1 << max(nbytes - 1, MIN_PINNED_BYTES - 1).bit_length()
             buf = self.pinned[role] = empty_pinned(capacity, dtype=np.uint8)
         return buf[:nbytes].view(dtype).reshape(shape)
 
