@@ -293,15 +293,17 @@ def upscale(
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
-                                          help="Chunk workers for a long video (default: about one per 4 CPU "
-                                               "cores, at least one per GPU)."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="all|0,1", help="GPUs the chunk workers use "
+                                          help="Workers for a long video's chunks and a folder's files (default: "
+                                               "about one per 4 CPU cores, at least one per GPU; a folder uses "
+                                               "them by default when it holds two videos or more)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="all|0,1", help="GPUs the workers use "
                                        "(default: every usable GPU with --device auto, the one --device names)."),
     chunk_seconds: Optional[float] = typer.Option(None, "--chunk-seconds", metavar="S", min=0.0,
                                                   help="Cut a video into chunks of about S seconds (at keyframes), "
                                                        "0: never (default: a cost model; short videos stay whole)."),
-    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="ADDRESS", help="Send the chunks to a running "
-                                          "Dask cluster (tcp://scheduler:8786; needs srgpu[cluster])."),
+    cluster: Optional[str] = typer.Option(None, "--cluster", metavar="ADDRESS", help="Send a long video's chunks, or "
+                                          "a folder's files, to a running Dask cluster (tcp://scheduler:8786; needs "
+                                          "srgpu[cluster])."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
@@ -315,9 +317,18 @@ def upscale(
             if _upscale_in_chunks(plan.jobs[0], srcnn, scale, video, overwrite, quiet, device, precision,
                                   workers, gpus, chunk_seconds, cluster):
                 return
+        elif not plan.single:
+            on_workers = _upscale_folder_on_workers(plan, srcnn, scale, video, image_options, quiet, device,
+                                                    precision, workers, gpus, cluster)
+            if isinstance(on_workers, BatchResult):
+                _report_batch(on_workers, quiet)
+                if on_workers.exit_code:
+                    raise typer.Exit(on_workers.exit_code)
+                return
+            device = on_workers
         elif cluster or gpus or workers:
-            _info("note: --workers, --gpus and --cluster apply to one video (cut into chunks); images and "
-                  "folders run in this process", quiet)
+            _info("note: --workers, --gpus and --cluster apply to a long video (cut into chunks) and to folders; "
+                  "one image runs in this process", quiet)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
             progress = _Progress(plan, quiet)
             try:
@@ -434,6 +445,76 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
         print(f"wrote {result.output} ({result.frames} frames, {len(cj.chunks)} chunks, "
               f"{time.monotonic() - started:.1f} s)")
     return True
+
+
+class _FilesProgress:
+    """Progress of a folder on workers: one bar over the files (images/s, ETA) and, where the
+    folder holds videos, one over the frames every worker makes (a worker that dies takes its
+    frames back); a failed file's error and every note as each file's outcome comes."""
+
+    def __init__(self, plan: Plan, quiet: bool) -> None:
+        self.quiet = quiet
+        self.files: tqdm | _LogBar | None = None
+        self.frames_bar: tqdm | _LogBar | None = None
+        if not quiet:
+            self.files = _bar(len(plan.jobs), "file" if plan.has_video else "img", "upscale")
+            if plan.has_video:
+                self.frames_bar = _bar(None, "frame", "video frames")
+
+    def frames(self, n: int) -> None:
+        if self.frames_bar is not None:
+            self.frames_bar.update(n)
+
+    def done(self, outcome: Outcome) -> None:
+        if outcome.status == "failed":
+            _error(outcome.message)
+        for note in outcome.notes:
+            _info(f"note: {outcome.job.src}: {note}", self.quiet)
+        if self.files is not None:
+            self.files.update(1)
+
+    def close(self) -> None:
+        for bar in (self.frames_bar, self.files):
+            if bar is not None:
+                bar.close()
+
+
+def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video: VideoOptions,
+                               images: ImageOptions, quiet: bool, device: str, precision: str,
+                               workers: int | None, gpus: str | None, cluster: str | None) -> BatchResult | str:
+    """A folder whose files go to the chunk workers, one file per task (srgpu.batch_workers: when
+    that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
+    import dataclasses
+
+    from .batch_workers import may_use_workers, run_files, use_workers
+    from .workers import EngineSpec, LocalPool, encoder_threads, plan_workers
+
+    explicit = workers is not None or gpus is not None
+    if not may_use_workers(plan, explicit, cluster is not None):
+        return device
+    spec = EngineSpec(srcnn, scale, device=device, precision=precision)
+    if cluster:
+        from .cluster import DaskRunner
+
+        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
+        count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
+    else:
+        wplan = plan_workers(device, gpus, workers)
+        count, what = wplan.workers, wplan.describe()
+        if not use_workers(plan, count, explicit):
+            return wplan.devices[0] if gpus is not None else device
+        if wplan.why_cpu:
+            what += f" (GPU not used: {wplan.why_cpu})"
+        runner_cm = LocalPool(spec, wplan.devices)
+    _info(f"{len(plan.jobs)} files, one per task, on {what}; model: {srcnn.describe()}", quiet)
+    video = dataclasses.replace(video, encoder_threads=encoder_threads(count))
+    progress = _FilesProgress(plan, quiet)
+    try:
+        with runner_cm as runner:
+            return run_files(plan, runner, srcnn, scale, video, images.png_compression, on_done=progress.done,
+                             on_frames=progress.frames)
+    finally:
+        progress.close()
 
 
 # ---------------------------------------------------------------- eval

@@ -12,8 +12,9 @@ first, else the CPU) and keeps it for the tasks that follow.
 A worker lost while it makes a chunk (killed, its machine gone) is the scheduler's business: it
 gives the task to another worker (up to the scheduler's ``allowed-failures``), and a task that
 raises is retried ``retries`` times. Nothing half-made counts: a chunk file gets its name only
-once it is verified, and the join checks every chunk's hash (srgpu.video.chunked). Progress is
-counted as chunks finish (a task cannot report its frames while it runs).
+once it is verified, and the join checks every chunk's hash (srgpu.video.chunked); a file of a
+folder gets its name only once whole (srgpu.filetasks). Progress is counted as tasks finish (a task
+cannot report its frames while it runs).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from .errors import EngineError
-from .workers import EngineSpec, WorkerError
+from .workers import EngineSpec, ErrorCallback, StartCallback, WorkerError
 
 _local = threading.local()  # one engine per worker thread (engines are not shared between threads)
 
@@ -79,9 +80,11 @@ class DaskRunner:
         self.retries = retries
 
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
-            on_result: Callable[[Any], None]) -> None:
+            on_result: Callable[[Any], None], on_start: StartCallback | None = None,
+            on_error: ErrorCallback | None = None) -> None:
         """Submit every task, report each as it finishes; the first failure cancels the rest and is
-        raised as WorkerError (one line)."""
+        raised as WorkerError (one line), or, with ``on_error``, is reported there and the others go
+        on. ``on_start``: every task is submitted at once, so every task is started at once."""
         from distributed import as_completed
 
         if not tasks:
@@ -89,16 +92,22 @@ class DaskRunner:
         run = uuid.uuid4().hex[:8]
         spec = self.spec
         resources = {"GPU": 1} if self.gpu else None
+        for task in tasks if on_start is not None else ():
+            on_start(task)  # type: ignore[misc]
         futures = [self.client.submit(run_task, task, spec, key=f"srgpu-{run}-{i}", resources=resources,
                                       retries=self.retries, pure=False)
                    for i, task in enumerate(tasks)]
+        task_of = {f.key: t for f, t in zip(futures, tasks)}
         try:
             for future in as_completed(futures):
                 try:
                     result = future.result()
                 except Exception as e:  # noqa: BLE001 - the task's error, or the scheduler's KilledWorker
-                    raise WorkerError(_one_line(e)) from None
-                on_frames(len(getattr(result, "pts", ())))
+                    if on_error is None:
+                        raise WorkerError(_one_line(e)) from None
+                    on_error(task_of[future.key], _one_line(e))
+                    continue
+                on_frames(int(getattr(result, "frames", 0)))
                 on_result(result)
         except BaseException:
             self.client.cancel(futures)
@@ -119,5 +128,5 @@ def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     name = type(e).__name__
     if name == "KilledWorker":
-        return f"a chunk's worker died too many times: {text}"
+        return f"the task's worker died too many times: {text}"
     return text if name in ("VideoError", "EngineError", "ChunkMismatch", "DamagedChunk") else f"{name}: {text}"

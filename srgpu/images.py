@@ -5,7 +5,7 @@ The CLI plans a batch with :func:`plan_batch`, runs it with :func:`run_batch` an
 result and the rest of the batch goes on; problems with the request itself (missing input, missing
 or unwritable output directory, output equal to input, output exists) raise :class:`BatchError`
 before any work. A folder run resumes from the manifest it keeps in the output folder
-(srgpu.manifest; what it skips, redoes or leaves alone: ``_Resume``), and never replaces an input.
+(srgpu.manifest; what it skips, redoes or leaves alone: ``Resume``), and never replaces an input.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterable, Literal
+from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from .engine.workers import run_all
 from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, ImageFileError, read_image_data,
                         write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
+from .model import SRCNNModel
 from .outputs import OutputExistsError
 from .batch_stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from .video.options import VideoOptions  # configuration only, no ffmpeg: there in every build
@@ -43,6 +44,9 @@ if importlib.util.find_spec(f"{__package__}.video.api") is not None:
     from .video import api as _video
 else:  # pragma: no cover - only in a build without srgpu.video
     _video = None
+
+if TYPE_CHECKING:
+    from .engine.imageproc import ImageProcessor
 
 OUTPUT_FORMATS = ("png", "jpg", "webp")
 _NO_ALPHA = frozenset({".jpg", ".jpeg"})
@@ -413,7 +417,7 @@ _VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_strea
 
 
 @dataclass(frozen=True)
-class _Go:
+class Go:
     """A job that is to run: whether publishing its output may replace what is at its name, the
     source as it was before it was read, and why an existing output is made again ('' if not)."""
 
@@ -426,9 +430,8 @@ class _Go:
         return (f"redone: {self.redo}",) if self.redo else ()
 
 
-def _image_settings(engine: Engine) -> Settings:
-    model = engine.model
-    return Settings.of({"scale": engine.scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
+def _image_settings(model: SRCNNModel, scale: int) -> Settings:
+    return Settings.of({"scale": scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
                         "pipeline": IMAGE_PIPELINE}, label=model.name)
 
 
@@ -468,7 +471,7 @@ def _file_ids(paths: Iterable[Path]) -> frozenset[tuple[int, int]]:
     return frozenset(ids)
 
 
-class _Resume:
+class Resume:
     """What becomes of a folder job whose output exists, decided from the output folder's manifest
     (srgpu.manifest), and the manifest kept up to date as outputs are written.
 
@@ -484,14 +487,14 @@ class _Resume:
       srgpu never replaces a file it did not make unless told to.
     """
 
-    def __init__(self, plan: Plan, engine: Engine, video: VideoOptions) -> None:
+    def __init__(self, plan: Plan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
-        self.image = _image_settings(engine)
+        self.image = _image_settings(model, scale)
         self.video = _video_settings(self.image, video)
         self.inputs = _file_ids(job.src for job in plan.jobs)
 
-    def decide(self, job: Job) -> Outcome | _Go:
+    def decide(self, job: Job) -> Outcome | Go:
         try:
             source = Fingerprint.of(job.src)
         except OSError as e:
@@ -499,7 +502,7 @@ class _Resume:
         try:
             st = job.dst.stat()
         except FileNotFoundError:
-            return _Go(self.plan.overwrite, source)
+            return Go(self.plan.overwrite, source)
         except OSError as e:
             return Outcome(job, "failed", f"{job.dst}: cannot look at the output ({e.strerror or e})")
         if (st.st_dev, st.st_ino) in self.inputs:
@@ -514,14 +517,14 @@ class _Resume:
                else self._stale(job, record, st.st_size, source))  # type: ignore[arg-type]
         if not why and not self.plan.overwrite:
             return Outcome(job, "skipped", f"{job.dst}: done by an earlier run with the same settings")
-        return _Go(True, source, why)
+        return Go(True, source, why)
 
-    def _unrecorded(self, job: Job, source: Fingerprint) -> Outcome | _Go:
+    def _unrecorded(self, job: Job, source: Fingerprint) -> Outcome | Go:
         if _inside(job.dst, self.plan.input_root):
             return Outcome(job, "failed", f"{job.dst}: is a file of the input folder {self.plan.input_root} that "
                                           "srgpu did not make; an input is never replaced, even with --overwrite")
         if self.plan.overwrite:
-            return _Go(True, source)
+            return Go(True, source)
         return Outcome(job, "skipped", f"{job.dst}: exists, and srgpu has no record of making it; left as it is "
                                        "(--overwrite replaces it)", unrecorded=True)
 
@@ -551,7 +554,7 @@ class _Resume:
         if (rel := self._rel(job.dst, self.plan.output_root)) is not None:
             self.manifest.begin(rel)
 
-    def finish(self, job: Job, go: _Go, size: int) -> None:
+    def finish(self, job: Job, go: Go, size: int) -> None:
         rel, src = self._rel(job.dst, self.plan.output_root), self._rel(job.src, self.plan.input_root)
         if rel is None or src is None or go.source is None:
             return
@@ -636,7 +639,7 @@ class _Ahead:
     index: int
     job: Job
     started: float
-    go: Outcome | _Go
+    go: Outcome | Go
     read: Future | None = None
     held: int = 0
 
@@ -646,7 +649,7 @@ class _InFlight:
     index: int
     job: Job
     started: float
-    go: _Go
+    go: Go
     data: ImageData
     ticket: object
     held: int
@@ -688,7 +691,7 @@ class _Readers:
         try:
             data = ahead.read.result()  # type: ignore[union-attr]
         except ImageFileError as e:
-            return Outcome(ahead.job, "failed", _naming(ahead.job.src, str(e)))
+            return Outcome(ahead.job, "failed", naming(ahead.job.src, str(e)))
         except (OSError, MemoryError) as e:
             return Outcome(ahead.job, "failed", f"{ahead.job.src}: {type(e).__name__}: {e}")
         finally:
@@ -711,7 +714,7 @@ class _Writers:
     exception that is not a per-file failure (a bug, or KeyboardInterrupt raised inside a write)
     stops the writing and is raised again in the calling thread."""
 
-    def __init__(self, workers: int, resume: _Resume | None, budget: Budget, outcomes: InOrder[Outcome],
+    def __init__(self, workers: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
                  clock: StageClock, png_compression: int | None) -> None:
         self.resume = resume
         self.budget = budget
@@ -723,7 +726,7 @@ class _Writers:
         self._error: BaseException | None = None
         self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
 
-    def submit(self, index: int, job: Job, data: ImageData, go: _Go, started: float) -> None:
+    def submit(self, index: int, job: Job, data: ImageData, go: Go, started: float) -> None:
         self.raise_error()
         nbytes = data.pixels.nbytes
         t0 = time.perf_counter()
@@ -733,7 +736,7 @@ class _Writers:
         self._futures.add(future)
         future.add_done_callback(self._futures.discard)
 
-    def _run(self, index: int, job: Job, data: ImageData, go: _Go, started: float, nbytes: int) -> None:
+    def _run(self, index: int, job: Job, data: ImageData, go: Go, started: float, nbytes: int) -> None:
         try:
             if self._stop:
                 return  # stopping: nothing more is written (the job gets no outcome)
@@ -750,7 +753,7 @@ class _Writers:
         finally:
             self.budget.give_write(nbytes)
 
-    def _write(self, job: Job, data: ImageData, go: _Go) -> Outcome:
+    def _write(self, job: Job, data: ImageData, go: Go) -> Outcome:
         if self.resume:
             self.resume.begin(job)
         try:
@@ -760,7 +763,7 @@ class _Writers:
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
-            failed = Outcome(job, "failed", _naming(job.src, str(e)))
+            failed = Outcome(job, "failed", naming(job.src, str(e)))
         except (OSError, MemoryError) as e:
             failed = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
         else:
@@ -812,7 +815,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     image being upscaled, after each band of a large one (upscale_image).
 
     A folder run keeps a manifest in the output folder (srgpu.manifest) and resumes from it: see
-    ``_Resume`` for what becomes of outputs that exist. No output ever replaces a file that
+    ``Resume`` for what becomes of outputs that exist. No output ever replaces a file that
     appeared at its name during the run, unless ``plan.overwrite``."""
     started = time.perf_counter()
     reported: list[Outcome] = []
@@ -820,8 +823,8 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     clock = StageClock()
     workers = images.workers
     budget = Budget(images.memory_bytes or default_budget())
-    folders = _OutputFolders()
-    resume = None if plan.single else _Resume(plan, engine, video)
+    folders = OutputFolders()
+    resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
     readers = _Readers(workers, processor.order, budget, clock)
@@ -844,8 +847,8 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             estimate = readers.estimate(job) if job.kind == "image" else 0
             if ahead and estimate and not readers.budget.room_for_read(estimate):
                 return  # the engine works on what is read meanwhile, freeing room
-            entry = _Ahead(planned, job, time.perf_counter(), _prepare(job, plan, folders, resume))
-            if job.kind == "image" and isinstance(entry.go, _Go):
+            entry = _Ahead(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume))
+            if job.kind == "image" and isinstance(entry.go, Go):
                 entry.held = estimate
                 budget.take_read(estimate)
                 entry.read = readers.start(job)
@@ -930,13 +933,40 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
 
 
+def image_processor_for(engine: Engine) -> ImageProcessor:
+    """The engine's image path (a GPU engine's overlapped one), else the CPU engine's exact
+    plane path: what run_batch uses, for a worker that takes one image at a time."""
+    return engine.image_processor() or _PlaneProcessor(engine)
+
+
+def upscale_image_file(job: Job, replace_output: bool, processor: ImageProcessor,
+                       png_compression: int | None = None,
+                       on_rows: RowsCallback | None = None) -> tuple[Outcome, int | None]:
+    """One image file, read, upscaled and published, one stage after another (a worker's share of
+    a folder, srgpu.filetasks; run_batch overlaps the same stages over many files): its outcome
+    and, when done, the size written. Per-file problems are a failed outcome, as in run_batch."""
+    started = time.perf_counter()
+    try:
+        data = read_image_data(job.src, processor.order)  # type: ignore[arg-type]
+        _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
+        pixels = processor.submit(data.pixels, on_rows).wait()
+        pixels = fit_to_format(pixels, job.dst.suffix, job.src)
+        written = write_image_atomic(job.dst, pixels, replace=replace_output, icc=data.icc, order=data.order,
+                                     png_compression=png_compression, scratch=True)
+    except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
+        return Outcome(job, "failed", str(e), time.perf_counter() - started), None
+    except (ImageFileError, OSError, MemoryError) as e:
+        return _failure(job, e, time.perf_counter() - started), None
+    return Outcome(job, "done", seconds=time.perf_counter() - started, notes=written.notes), written.size
+
+
 def _failure(job: Job, error: BaseException, seconds: float) -> Outcome:
     if isinstance(error, ImageFileError):
-        return Outcome(job, "failed", _naming(job.src, str(error)), seconds)
+        return Outcome(job, "failed", naming(job.src, str(error)), seconds)
     return Outcome(job, "failed", f"{job.src}: {type(error).__name__}: {error}", seconds)
 
 
-class _OutputFolders:
+class OutputFolders:
     """The folders a batch writes into, each made ready once: created, and cleared of the
     temporaries that killed srgpu runs left there (srgpu.outputs: only srgpu's own names, only where
     their process is gone), with one look at each folder however many files go into it."""
@@ -951,8 +981,14 @@ class _OutputFolders:
         outputs.remove(outputs.stale_temps_in(folder))
         self._ready.add(folder)
 
+    def sweep(self) -> None:
+        """Remove the temporaries whose process is gone from every folder made ready: what a worker
+        killed mid-file left (srgpu.batch_workers), before the next run would."""
+        for folder in self._ready:
+            outputs.remove(outputs.stale_temps_in(folder))
 
-def _prepare(job: Job, plan: Plan, folders: _OutputFolders, resume: _Resume | None) -> Outcome | _Go:
+
+def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | None) -> Outcome | Go:
     """The job's outcome if it cannot or need not run; else how it runs (its output folder made ready)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
@@ -967,7 +1003,7 @@ def _prepare(job: Job, plan: Plan, folders: _OutputFolders, resume: _Resume | No
     elif job.dst.exists() and not plan.overwrite:  # one file: planning refused this, unless it appeared since
         go = Outcome(job, "failed", f"{job.dst}: output exists (use --overwrite to replace it)")
     else:
-        go = _Go(plan.overwrite)
+        go = Go(plan.overwrite)
     if isinstance(go, Outcome):
         return go
     try:
@@ -977,11 +1013,11 @@ def _prepare(job: Job, plan: Plan, folders: _OutputFolders, resume: _Resume | No
     return go
 
 
-def _video_job(job: Job, go: _Go, engine: Engine, video: VideoOptions,
-               on_frames: FramesCallback | None, resume: _Resume | None) -> Outcome:
+def _video_job(job: Job, go: Go, engine: Engine, video: VideoOptions,
+               on_frames: FramesCallback | None, resume: Resume | None) -> Outcome:
     if resume:
         resume.begin(job)
-    outcome = _run_video(job, go.replace, engine, video, on_frames)
+    outcome = run_video(job, go.replace, engine, video, on_frames)
     if resume and outcome.status == "done":
         try:
             resume.finish(job, go, job.dst.stat().st_size)
@@ -994,14 +1030,14 @@ def _video_job(job: Job, go: _Go, engine: Engine, video: VideoOptions,
     return replace(outcome, notes=go.notes + outcome.notes, redone=True)
 
 
-def _run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
+def run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
                on_frames: FramesCallback | None) -> Outcome:
     if _video is None:
         return Outcome(job, "failed", f"{job.src}: video support is not available in this installation")
     try:
         result = _video.upscale_video(job.src, job.dst, engine, video, overwrite=overwrite, progress=on_frames)
     except _video.VideoError as e:
-        return Outcome(job, "failed", _naming(job.src, str(e)))
+        return Outcome(job, "failed", naming(job.src, str(e)))
     except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept
         return Outcome(job, "failed", str(e))
     w, h = result.output_size
@@ -1011,6 +1047,6 @@ def _run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
     return Outcome(job, "done", detail, notes=tuple(result.notes))
 
 
-def _naming(src: Path, message: str) -> str:
+def naming(src: Path, message: str) -> str:
     """Make sure a per-file message names the file it is about."""
     return message if str(src) in message else f"{src}: {message}"

@@ -6,10 +6,14 @@ A task is a picklable object with ``execute(engine, progress) -> result`` (srgpu
 ChunkTask). ``InProcess`` runs tasks one after another in the calling process with an engine it
 is given; ``LocalPool`` starts worker processes (spawned: no CUDA context or thread is inherited),
 hands each one task at a time, relays their progress, and restarts a worker that dies (a task it
-was running is given to another worker, at most ``retries`` times: a chunk is published only
-once verified, so a half-made one never counts). The first task that fails stops everything
-(the others are ended) and its error is raised in the caller, in one line. Ctrl-C, SIGTERM or
-SIGHUP end every worker and its ffmpeg children.
+was running is given to another worker, at most ``retries`` times: a chunk or a file is published
+only once whole, so a half-made one never counts). Without ``on_error`` the first task that fails
+stops everything (the others are ended) and its error is raised in the caller, in one line: the
+chunks of one video are worth nothing without each other. With ``on_error(task, message)`` (the
+files of a folder, srgpu.batch_workers) a task that raises, or whose worker died more than
+``retries`` times, is reported there and the others go on. ``on_start(task)`` is called in the
+caller as a task is handed to a worker (a folder run journals the output it is about to write).
+Ctrl-C, SIGTERM or SIGHUP end every worker and its ffmpeg children.
 """
 
 from __future__ import annotations
@@ -173,6 +177,10 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
 # ---------------------------------------------------------------- in this process
 
 
+StartCallback = Callable[[Any], None]
+ErrorCallback = Callable[[Any, str], None]
+
+
 class InProcess:
     """Runs the tasks one by one in this process, with ``engine``."""
 
@@ -182,9 +190,20 @@ class InProcess:
         self.engine = engine
 
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
-            on_result: Callable[[Any], None]) -> None:
+            on_result: Callable[[Any], None], on_start: StartCallback | None = None,
+            on_error: ErrorCallback | None = None) -> None:
         for task in tasks:
-            on_result(task.execute(self.engine, on_frames))
+            if on_start is not None:
+                on_start(task)
+            if on_error is None:
+                on_result(task.execute(self.engine, on_frames))
+                continue
+            try:
+                result = task.execute(self.engine, on_frames)
+            except Exception as e:  # noqa: BLE001 - reported for this task; the others go on
+                on_error(task, _one_line(e))
+                continue
+            on_result(result)
 
 
 # ---------------------------------------------------------------- worker processes
@@ -318,18 +337,21 @@ class LocalPool:
         return [w.proc.pid for w in self._pool.values() if w.proc.pid is not None]
 
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
-            on_result: Callable[[Any], None]) -> None:
+            on_result: Callable[[Any], None], on_start: StartCallback | None = None,
+            on_error: ErrorCallback | None = None) -> None:
         """Run every task; the first failure (after ending every worker) is raised as WorkerError,
-        Ctrl-C as KeyboardInterrupt, after every worker is ended."""
+        or, with ``on_error``, reported there; Ctrl-C as KeyboardInterrupt, after every worker is
+        ended."""
         if not tasks:
             return
         try:
-            self._run(list(tasks), on_frames, on_result)
+            self._run(list(tasks), on_frames, on_result, on_start, on_error)
         except BaseException:
             self.close(force=True)
             raise
 
-    def _run(self, tasks: list[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None]) -> None:
+    def _run(self, tasks: list[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None],
+             on_start: StartCallback | None, on_error: ErrorCallback | None) -> None:
         slots = {w.slot for w in self._pool.values()}
         for slot in range(self.workers):
             if slot not in slots:
@@ -347,6 +369,8 @@ class LocalPool:
                     tid = waiting.pop(0)
                     tries[tid] += 1
                     w.task = tid
+                    if on_start is not None:
+                        on_start(tasks[tid - base])
                     try:
                         w.conn.send((tid, tasks[tid - base]))
                     except (BrokenPipeError, OSError):
@@ -370,17 +394,28 @@ class LocalPool:
                     frames_of[tid] = frames_of.get(tid, 0) + payload
                     on_frames(payload)
                 elif kind == "failed":
-                    raise WorkerError(payload)
+                    if on_error is None:
+                        raise WorkerError(payload)
+                    w.task = None
+                    left -= 1
+                    if frames_of.get(tid):  # its frames were not made after all
+                        on_frames(-frames_of.pop(tid))
+                    on_error(tasks[tid - base], payload)
                 elif kind == "done":
                     w.task = None
                     left -= 1
                     on_result(payload)
             if time.monotonic() - last_check >= 0.2:
                 last_check = time.monotonic()
-                self._replace_dead(waiting, tries, frames_of, on_frames)
+                for tid, why in self._replace_dead(waiting, tries, frames_of, on_frames, on_error is not None):
+                    left -= 1
+                    on_error(tasks[tid - base], why)  # type: ignore[misc]
 
     def _replace_dead(self, waiting: list[int], tries: dict[int, int], frames_of: dict[int, int],
-                      on_frames: Callable[[int], None]) -> None:
+                      on_frames: Callable[[int], None], give_up: bool = False) -> list[tuple[int, str]]:
+        """Restart the workers that died and give their tasks to others; a task whose workers died
+        more than ``retries`` times: WorkerError, or with ``give_up`` returned (task id, why)."""
+        lost: list[tuple[int, str]] = []
         for w in list(self._pool.values()):
             if w.proc.is_alive():
                 continue
@@ -392,10 +427,14 @@ class LocalPool:
                 if frames_of.get(tid):
                     on_frames(-frames_of.pop(tid))
                 if tries[tid] > self.retries:
-                    raise WorkerError(f"a worker died {tries[tid]} times running the same task "
-                                      f"({_exit(w.proc.exitcode)})")
-                waiting.insert(0, tid)
+                    why = f"a worker died {tries[tid]} times running the same task ({_exit(w.proc.exitcode)})"
+                    if not give_up:
+                        raise WorkerError(why)
+                    lost.append((tid, why))
+                else:
+                    waiting.insert(0, tid)
             self._start(w.slot)
+        return lost
 
     def close(self, force: bool = False) -> None:
         """End the workers: politely (their pipe says stop) or, with ``force``, by SIGTERM, which

@@ -329,8 +329,9 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     out_streams: list[OutputStream] = []
     for s in info.streams:
         if s.index == stream.index:
+            threads = _threads_option(encoder, options.encoder_threads)
             out_streams.append(OutputStream(s.index, True, encoder.codec,
-                                            (("-pix_fmt", enc_pix_fmt), *video_options)))
+                                            (("-pix_fmt", enc_pix_fmt), *video_options, *threads)))
             continue
         decision = containers.plan_stream(container, dst.suffix, s)
         if decision.note:
@@ -353,6 +354,15 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                     reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
                     total_frames=info.estimated_frames(stream), notes=tuple(notes),
                     decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover)
+
+
+def _threads_option(encoder: EncodeOptions, threads: int | None) -> tuple[tuple[str, str], ...]:
+    """x264's share of the cores where several encoders run at once, unless the user set -threads
+    (the rule of a chunk's encoder, srgpu.video.chunked)."""
+    user_threads = any(a == "-threads" or a.startswith("-threads:") for a in encoder.extra_args)
+    if threads and encoder.codec == "libx264" and not user_threads:
+        return (("-threads", str(threads)),)
+    return ()
 
 
 def _check_complete(job: VideoJob, reader: Reader) -> None:

@@ -121,6 +121,11 @@ class ChunkResult:
     from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
     decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
 
+    @property
+    def frames(self) -> int:
+        """Frames made (what a runner that cannot report progress while a task runs counts)."""
+        return len(self.pts)
+
     def as_json(self, key: str) -> dict[str, Any]:
         return {"format": CHUNK_FORMAT, "version": VERSION, "key": key, "index": self.index, "pts": list(self.pts),
                 "durations": list(self.durations), "size": self.size, "sha256": self.sha256,

@@ -44,12 +44,17 @@ class VideoOptions:
     else the first); ``hwdec``, whether NVDEC decodes the source: "auto" (with a GPU engine, the
     software decoder starts and NVDEC takes over once it has given the same frames; with a CPU
     engine, never), "nvdec" (from the first frame, or fail saying why) or "no"; ``strict``, damaged
-    data that the decoder concealed fails the video (else a note names the frames)."""
+    data that the decoder concealed fails the video (else a note names the frames);
+    ``encoder_threads``, the x264 encoder's threads where several videos are encoded at once (a
+    folder on several workers: srgpu.workers.encoder_threads shares the cores out), None: its own
+    choice. Like the machine's core count (x264's own default), they may change the encoded bits
+    a little (frame threads), not what the video is: not a setting a resumed folder compares."""
 
     encode: EncodeOptions = field(default_factory=EncodeOptions)
     video_stream: int | None = None
     hwdec: HwDec = "auto"
     strict: bool = False
+    encoder_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.hwdec not in HWDEC_MODES:
