@@ -164,3 +164,19 @@ def test_problems_name_what_cannot_instantiate() -> None:
     assert not BinaryConfig("b1", 32, 4, 1, 64).problems(layer, Epilogue("vote", False))
     assert BinaryConfig("b1", 32, 4, 2, 48).problems(layer, Epilogue())
     assert BinaryConfig("b0", 32, 4, 2, 32).problems(layer, Epilogue())
+
+
+def test_speed_quality_plot_draws_the_points(tmp_path) -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "plot_speed_quality.py"
+    spec = importlib.util.spec_from_file_location("plot_speed_quality", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    points = [{"model": "9-1-5", "scale": 2, "ms": 0.6, "psnr": 36.38}, {"model": "9-5-5", "scale": 2, "ms": 4.2, "psnr": 36.73},
+              {"model": "bicubic", "scale": 2, "ms": 0.1, "psnr": 33.66}]
+    img = mod.plot(points, "test")
+    assert img.shape == (600, 900, 3)
+    coloured = (img[..., 0] == mod.COLOURS[2][0]) & (img[..., 1] == mod.COLOURS[2][1]) & (img[..., 2] == mod.COLOURS[2][2])
+    assert coloured.sum() > 3 * 50  # three filled markers
