@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.kernels import bicubic, colour, conv, fused, quantize
+from srgpu.kernels import bicubic, binary, colour, conv, fused, quantize
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 from srgpu.model import random_model
 
@@ -59,6 +59,11 @@ def test_the_colour_kernels_compile_with_nvrtc(nvrtc) -> None:
 def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:
     compile_all(nvrtc, bicubic.SOURCE, bicubic.all_kernel_names(), 75)
     compile_all(nvrtc, quantize.SOURCE, quantize.all_kernel_names(), 75)
+
+
+def test_every_binary_kernel_compiles(nvrtc) -> None:
+    """The packers and every candidate x epilogue of the binarized layers (binary.cu)."""
+    compile_all(nvrtc, binary.SOURCE, binary.all_kernel_names(), 75)
 
 
 def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:

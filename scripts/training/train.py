@@ -48,11 +48,14 @@ from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores
 from srgpu.imagefile import read_image  # noqa: E402
 from srgpu.metrics import psnr, shave  # noqa: E402
 from srgpu.color import quantize  # noqa: E402
-from srgpu.model import SRCNNModel, save_npz  # noqa: E402
+from srgpu.model import SRCNNModel  # noqa: E402
 from srgpu.resize import imresize  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+import binary_net  # noqa: E402  (beside this script: --binary)
+from binary_net import save_model  # noqa: E402  (srgpu .npz, float or binarized)
 
 
 # ---------------------------------------------------------------- data
@@ -221,7 +224,7 @@ class TrainStep:
 # what a resumed run must share with the run it continues: everything that shapes the schedule,
 # the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
 RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
-               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type")
+               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type", "binary")
 
 
 def resume_settings(args: argparse.Namespace) -> dict:
@@ -306,6 +309,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--set5", type=Path, help="report (never select on) Set5 PSNR at the end")
     ap.add_argument("--init", type=Path, help="start from an srgpu .npz of the same architecture")
+    ap.add_argument("--binary", choices=binary_net.BINARIZABLE,
+                    help="binarize this layer (signs of weights and activations, learned thresholds and scales, "
+                         "straight-through estimator; scripts/training/binary_net.py); needs --init")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--no-tf32", dest="tf32", action="store_false",
                     help="train in full fp32 (default: TF32 convolutions, 2-3x faster; evaluation is fp32)")
@@ -320,6 +326,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float,
                     help="seconds: stop at the last validation that fits (the state is saved; --resume goes on)")
     args = ap.parse_args()
+    if args.binary and not args.init:
+        ap.error("--binary trains a binarized copy of a full-precision model: give it with --init")
     t_main = time.time()  # --time-limit counts everything: start-up, data, validation
     if args.state is None:
         args.state = args.out.with_suffix(".state.pt")
@@ -351,7 +359,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.workers) as pool:
         train_pairs = list(pool.map(make_pair, jobs, chunksize=8))
         val_pairs = list(pool.map(make_pair, [(p, args.scale, 1.0) for p in val_planes]))
-    net = SRCNN(f1, f2, f3).to(device)
+    net = binary_net.make_net(args.binary, f1, f2, f3, SRCNN).to(device)
     halo = net.halo
     size = args.patch + 2 * halo
     xs, ys = extract_patches(train_pairs, size, args.stride)
@@ -361,7 +369,9 @@ def main() -> None:
         f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
 
     init_meta: dict | None = None
-    if args.init and not args.resume:  # a resumed run takes its weights (and init provenance) from the state
+    if args.init and not args.resume and args.binary:
+        init_meta = binary_net.initialise(net, args.init, x_all[torch.linspace(0, len(x_all) - 1, 256).long()], log)
+    elif args.init and not args.resume:  # a resumed run takes its weights (and init provenance) from the state
         from srgpu.model import load_npz
 
         init = load_npz(args.init)
@@ -404,13 +414,13 @@ def main() -> None:
             "validation_psnr": round(best[0], 4),
             "validation_history": history,
             "command": segments[0]["command"] if segments else " ".join(sys.argv),
-            "segments": segments, "initialised_from": init_meta,
+            "segments": segments, "initialised_from": init_meta, "binary": args.binary,
         }
 
     def best_model(meta: dict) -> SRCNNModel:
-        snapshot = SRCNN(f1, f2, f3)
+        snapshot = binary_net.make_net(args.binary, f1, f2, f3, SRCNN)
         snapshot.load_state_dict({k_: t.cpu() for k_, t in best[2].items()})
-        return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}-x{args.scale}", meta)
+        return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}{'-binary' if args.binary else ''}-x{args.scale}", meta)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = 0
@@ -446,7 +456,7 @@ def main() -> None:
             if v > best[0]:
                 best = (v, it + 1, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
                 # a checkpoint of the best so far, so an interrupted run still leaves a usable model
-                save_npz(best_model(metadata(it + 1)), args.out)
+                save_model(best_model(metadata(it + 1)), args.out)
             save_state(args, it + 1, net, opt, step, gen, aug_rng, best, history, init_meta, segments)
             el = time.time() - t_segment
             done_here = it + 1 - start
@@ -458,7 +468,7 @@ def main() -> None:
                 stopped = True
                 break
     if stopped:
-        save_npz(best_model(metadata(segments[-1]["to_iteration"])), args.out)
+        save_model(best_model(metadata(segments[-1]["to_iteration"])), args.out)
         log(f"stopped by --time-limit at iteration {segments[-1]['to_iteration']} of {args.iters}; "
             f"{args.out} holds the best so far; continue with --resume --state {args.state}")
         print(json.dumps({"out": str(args.out), "stopped_at": segments[-1]["to_iteration"], "state": str(args.state),
@@ -471,11 +481,11 @@ def main() -> None:
     meta = metadata(args.iters)
     model = best_model(meta)
     if args.set5:
-        bic, sr = mean_scores(list(evaluate_folder(args.set5, model, args.scale)))
+        bic, sr = mean_scores(list(evaluate_folder(args.set5, model, args.scale, binary_net.sr_function(model))))
         meta.update(set5_psnr=round(sr.psnr, 4), set5_bicubic_psnr=round(bic.psnr, 4), set5_ssim=round(sr.ssim, 5))
         model = best_model(meta)
         log(f"Set5 (report only): bicubic {bic.psnr:.3f} dB, SRCNN {sr.psnr:.3f} dB, SSIM {sr.ssim:.4f}")
-    save_npz(model, args.out)
+    save_model(model, args.out)
     log(f"wrote {args.out}: val {best[0]:.3f} dB at iter {best[1]}, {meta['train_seconds']:.0f}s training")
     print(json.dumps({"out": str(args.out), "validation_psnr": meta["validation_psnr"],
                       "selected_iteration": best[1], "set5_psnr": meta.get("set5_psnr")}), flush=True)

@@ -10,7 +10,7 @@
 # INIT_DIR: continue from srcnn_<arch>_x<s>.npz files there (e.g. weights/) instead of starting afresh.
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the repository root (this script lives in scripts/training/)
 data=${TRAIN_DATA:-.pack/train_y.npz}
 set5=${SET5:-../shared/data/eval/Set5}
 [ -d "$set5" ] || set5=shared/data/eval/Set5
