@@ -57,10 +57,14 @@ class Degradation:
         """A quality drawn uniformly from the range (integers, both ends included)."""
         return int(rng.integers(self.low, self.high + 1))
 
-    def apply(self, image: np.ndarray) -> np.ndarray:
-        """Compress and decompress one uint8 image at this (single) quality."""
+    def check_single(self) -> None:
+        """Evaluation compresses at one quality: refuse a range."""
         if self.is_range:
             raise DegradeError(f"degradation {self} is a range: give one quality, e.g. {self.codec}:{self.low}")
+
+    def apply(self, image: np.ndarray) -> np.ndarray:
+        """Compress and decompress one uint8 image at this (single) quality."""
+        self.check_single()
         return compress(image, self.codec, self.low)
 
 
