@@ -272,8 +272,8 @@ def save_state(args: argparse.Namespace, done: int, net: SRCNN, opt: torch.optim
     os.replace(tmp, args.state)
 
 
-def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
-               gen: torch.Generator, aug_rng: np.random.Generator, device: torch.device) -> tuple:
+def check_resumable(args: argparse.Namespace, device: torch.device) -> dict:
+    """The saved state, if this run may continue it (refused before any data is made)."""
     if not args.state.is_file():
         raise SystemExit(f"--resume: no training state at {args.state}")
     state = torch.load(args.state, map_location=device, weights_only=False)
@@ -286,6 +286,11 @@ def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer,
     if commits and git_commit() not in commits | {"unknown"}:
         raise SystemExit(f"--resume: {args.state} was trained by commit {', '.join(sorted(commits))}, this is "
                          f"{git_commit()}: resume with the same code (or set SRGPU_COMMIT if this copy has no .git)")
+    return state
+
+
+def load_state(state: dict, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
+               gen: torch.Generator, aug_rng: np.random.Generator) -> tuple:
     net.load_state_dict(state["net"])
     opt.load_state_dict(state["opt"])
     step.scaler.load_state_dict(state["scaler"])
@@ -379,6 +384,7 @@ def main() -> None:
             log_f.write(line + "\n")
             log_f.flush()
 
+    saved = check_resumable(args, device) if args.resume else None
     t0 = time.time()
     planes, names = load_planes(args.data)
     val_idx = set(range(0, len(planes), args.val_every_nth))
@@ -484,7 +490,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = 0
     if args.resume:
-        start, best, history, init_meta, segments = load_state(args, net, opt, step, gen, aug_rng, device)
+        start, best, history, init_meta, segments = load_state(saved, net, opt, step, gen, aug_rng)
         log(f"resumed from {args.state} at iteration {start} (best {best[0]:.3f} dB @ {best[1]})")
     elif args.init:  # a continued run never ends worse than where it started
         v0 = validate(net, val_pairs, args.scale, device)
