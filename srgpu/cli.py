@@ -37,12 +37,14 @@ app = typer.Typer(
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input or environment, reported in one line."""
+    from .degrade import DegradeError
     from .demo import DemoError
     from .images import _video
 
     from .workers import WorkerError
 
-    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError]
+    errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError,
+                                         DegradeError]
     if _video is not None:
         errors.append(_video.VideoError)
     return tuple(errors)
@@ -91,6 +93,8 @@ PRECISION_HELP = ("GPU arithmetic: auto (default: the fastest plan that meets th
                   "bit depth: every sample within one level of fp32, mean Y-PSNR within 0.005 dB), fp16 (the "
                   "fastest tensor-core plan that meets it; fp32 where none does) or fp32 (exact). The CPU is "
                   "always fp32.")
+MODEL_HELP = ("9-1-5 (default), 9-5-5 (slower, sharper), 9-1-5-real or 9-5-5-real (trained on JPEG/H.264-"
+              "compressed inputs: for real photos and videos), or an .npz/.mat file.")
 HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engine, the CPU decodes the first "
               "frames while NVDEC starts, and NVDEC takes over once it has given exactly the same frames, freeing "
               "CPU for the encoder), no (the CPU decodes) or nvdec (insist from the first frame, or fail saying why).")
@@ -270,7 +274,7 @@ def upscale(
     input: Path = typer.Argument(..., metavar="INPUT", help="An image, a video, or a folder (recursive; may mix both)."),
     output: Path = typer.Option(..., "-o", "--output", metavar="OUTPUT", help="Output file, or folder for a folder input."),
     scale: int = typer.Option(2, "--scale", "-s", metavar="2|3|4", help="Upscale factor: 2, 3 or 4."),
-    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="9-1-5|9-5-5|FILE", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="MODEL", help=MODEL_HELP),
     device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
     precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace outputs that exist."),
@@ -520,33 +524,47 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
 # ---------------------------------------------------------------- eval
 
 
-def eval_report(results: list, scale: int, model: SRCNNModel) -> dict:
-    """The ``eval --json`` object (schema in README.md)."""
+def eval_report(results: list, scale: int, model: SRCNNModel, degradation: object = None) -> dict:
+    """The ``eval --json`` object (schema in README.md); ``degradation`` (--degrade) is recorded
+    only where given, so a clean evaluation's object is what it always was."""
     from .evaluate import mean_scores
 
     def scores(s: object) -> dict:
         return {"psnr": float(s.psnr), "ssim": float(s.ssim)}  # type: ignore[attr-defined]
 
     bic, sr = mean_scores(results)
-    return {
+    report = {
         "scale": scale,
         "model": model.name,
         "images": [{"name": r.name, "bicubic": scores(r.bicubic), "srcnn": scores(r.srcnn)} for r in results],
         "mean": {"bicubic": scores(bic), "srcnn": scores(sr)},
     }
+    if degradation is not None:
+        report["degradation"] = str(degradation)
+    return report
 
 
 @app.command("eval")
 def eval_command(
     folder: Path = typer.Argument(..., metavar="DIR", help="Folder of HR images (e.g. Set5)."),
     scale: int = typer.Option(..., "--scale", "-s", metavar="2|3|4", help="2, 3 or 4."),
-    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="9-1-5|9-5-5|FILE", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    model: str = typer.Option(DEFAULT_ARCH, "--model", "-m", metavar="MODEL", help=MODEL_HELP),
+    degrade: Optional[str] = typer.Option(None, "--degrade", metavar="CODEC:Q",
+                                          help="Compress each LR image before upscaling, as real inputs are: "
+                                               "jpeg:QUALITY (OpenCV), h264:CRF or hevc:CRF (all-intra "
+                                               "libx264/libx265, yuv420p), e.g. jpeg:75, h264:23."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64)."""
+    """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64);
+    with --degrade, on compressed LR inputs."""
+    from .degrade import parse_degradation
     from .evaluate import evaluate_folder, image_files
 
     with _reported():
+        degradation = None
+        if degrade is not None:
+            degradation = parse_degradation(degrade)
+            degradation.check_single()
         if not folder.is_dir():
             raise BatchError(f"{folder}: not a folder")
         if not image_files(folder):
@@ -554,13 +572,13 @@ def eval_command(
         srcnn = resolve_model(model, scale)
         results = []
         if not as_json:
-            print(f"{srcnn.describe()}, x{scale}, {folder}")
+            print(f"{srcnn.describe()}, x{scale}, {folder}" + (f", LR compressed {degradation}" if degradation else ""))
             print(f"{'image':<24} {'bicubic PSNR':>12} {'SSIM':>7} {'SRCNN PSNR':>11} {'SSIM':>7}")
-        for r in evaluate_folder(folder, srcnn, scale):
+        for r in evaluate_folder(folder, srcnn, scale, degradation=degradation):
             results.append(r)
             if not as_json:
                 print(f"{r.name:<24} {r.bicubic.psnr:12.2f} {r.bicubic.ssim:7.4f} {r.srcnn.psnr:11.2f} {r.srcnn.ssim:7.4f}")
-        report = eval_report(results, scale, srcnn)
+        report = eval_report(results, scale, srcnn, degradation)
         if as_json:
             print(json.dumps(report, indent=2))
         else:
@@ -709,7 +727,7 @@ def _cuda_index(device: str) -> int:
 def tune_command(
     size: str = typer.Option("1920x1080", "--size", metavar="WxH", help="Input (low-resolution) frame size."),
     scale: int = typer.Option(2, "--scale", help="Upscale factor."),
-    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help="9-1-5, 9-5-5, or an .npz/.mat file."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="MODEL", help=MODEL_HELP),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to tune for."),
     precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
     bits: int = typer.Option(8, "--bits", metavar="8|10|12|16", help="Output bit depth to tune for (which kernel "
@@ -744,7 +762,7 @@ def bench_command(
     scale: int = typer.Option(2, "--scale", help="Upscale factor."),
     model: Optional[str] = typer.Option(None, "--model", metavar="MODEL",
                                         help="9-1-5 (default), 9-5-5 (random weights of that architecture "
-                                             "when not built in) or an .npz/.mat file."),
+                                             "when not built in), 9-1-5-real, 9-5-5-real or an .npz/.mat file."),
     device: str = typer.Option("cuda", "--device", metavar="cuda[:N]", help="The GPU to measure (pipeline "
                                                                              "and folder bench: also cpu or auto)."),
     precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto",

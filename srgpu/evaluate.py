@@ -10,6 +10,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from .color import quantize, rgb_to_y_uint8
+from .degrade import Degradation
 from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image
 from .metrics import psnr, shave, ssim
 from .model import SRCNNModel
@@ -49,12 +50,22 @@ def degrade(hr_y: np.ndarray, scale: int, dtype: type = np.float64) -> tuple[np.
     return lr, imresize(lr, float(scale))
 
 
+def degrade_compressed(hr_y: np.ndarray, scale: int, degradation: Degradation) -> tuple[np.ndarray, np.ndarray]:
+    """As :func:`degrade`, with the LR image made as a real input is: quantised to 8 bits (as a
+    decoded image or frame is), then compressed and decompressed; -> (LR, bicubic) float64."""
+    lr = imresize(hr_y.astype(np.float64) / 255.0, 1.0 / scale)
+    lr = degradation.apply(quantize(lr, np.uint8)).astype(np.float64) / 255.0
+    return lr, imresize(lr, float(scale))
+
+
 def evaluate_y(hr_y: np.ndarray, model: SRCNNModel, scale: int,
-               sr_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[Scores, Scores]:
+               sr_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+               degradation: Degradation | None = None) -> tuple[Scores, Scores]:
     """Scores (bicubic, srcnn) for one HR Y plane. ``sr_fn`` maps the bicubic float plane to the
-    SRCNN float plane; default: the float64 CPU reference."""
+    SRCNN float plane; default: the float64 CPU reference. ``degradation``: compress the LR image
+    first (bicubic and SRCNN both start from it); None: the authors' protocol unchanged."""
     gt = modcrop(hr_y, scale)
-    _, bic = degrade(gt, scale)
+    _, bic = degrade(gt, scale) if degradation is None else degrade_compressed(gt, scale, degradation)
     sr = sr_fn(bic) if sr_fn else srcnn_forward(bic, model, dtype=np.float64)
     gt_s = shave(gt, scale)
     bic_q = shave(quantize(bic, np.uint8), scale)
@@ -76,8 +87,11 @@ def image_files(folder: Path) -> list[Path]:
 
 
 def evaluate_folder(folder: Path, model: SRCNNModel, scale: int,
-                    sr_fn: Callable[[np.ndarray], np.ndarray] | None = None) -> Iterator[ImageResult]:
+                    sr_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+                    degradation: Degradation | None = None) -> Iterator[ImageResult]:
     model.check_scale(scale)
+    if degradation is not None:
+        degradation.check_single()
     for path in image_files(folder):
         image = read_image(path)
         if image.dtype != np.uint8:
@@ -86,7 +100,7 @@ def evaluate_folder(folder: Path, model: SRCNNModel, scale: int,
         if min(h, w) < smallest_side(scale):
             raise ImageFileError(f"{path}: {w}x{h} is too small to evaluate at x{scale} "
                                  f"(each side needs at least {smallest_side(scale)} pixels)")
-        bic, sr = evaluate_y(luma_uint8(image), model, scale, sr_fn)
+        bic, sr = evaluate_y(luma_uint8(image), model, scale, sr_fn, degradation)
         yield ImageResult(path.name, bic, sr)
 
 

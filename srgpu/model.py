@@ -21,6 +21,9 @@ FORMAT_VERSION = 1
 N1, N2 = 64, 32
 F1, F3 = 9, 5
 BUILTIN_ARCHS = ("9-1-5", "9-5-5")
+# the same architectures trained on compressed (JPEG, H.264) inputs: weights/srcnn_<arch>-real_x<s>.npz
+REAL_SUFFIX = "-real"
+BUILTIN_NAMES = BUILTIN_ARCHS + tuple(a + REAL_SUFFIX for a in BUILTIN_ARCHS)
 DEFAULT_ARCH = "9-1-5"
 SUPPORTED_SCALES = (2, 3, 4)
 ARRAY_NAMES = ("conv1_weight", "conv1_bias", "conv2_weight", "conv2_bias", "conv3_weight", "conv3_bias")
@@ -283,14 +286,15 @@ def _weights_dir() -> Path:
         return Path(__file__).resolve().parents[1] / "weights"
 
 
-def builtin_path(arch: str, scale: int) -> Path:
-    return _weights_dir() / f"srcnn_{arch}_x{scale}.npz"
+def builtin_path(name: str, scale: int) -> Path:
+    """The shipped file of a built-in name (an architecture, or one with REAL_SUFFIX)."""
+    return _weights_dir() / f"srcnn_{name}_x{scale}.npz"
 
 
 def builtin_models() -> list[tuple[str, int, Path]]:
-    """(arch, scale, path) of every shipped model present in this installation."""
+    """(name, scale, path) of every shipped model present in this installation."""
     found = []
-    for arch in BUILTIN_ARCHS:
+    for arch in BUILTIN_NAMES:
         for s in SUPPORTED_SCALES:
             p = builtin_path(arch, s)
             if p.is_file():
@@ -299,11 +303,11 @@ def builtin_models() -> list[tuple[str, int, Path]]:
 
 
 def resolve_model(spec: str | None, scale: int) -> SRCNNModel:
-    """``--model``: a built-in architecture name (9-1-5, 9-5-5), an .npz or a .mat path."""
+    """``--model``: a built-in name (9-1-5, 9-5-5, 9-1-5-real, 9-5-5-real), an .npz or a .mat path."""
     spec = spec or DEFAULT_ARCH
     if scale not in SUPPORTED_SCALES:
         raise ModelError(f"scale x{scale} is not supported; choose one of {', '.join(map(str, SUPPORTED_SCALES))}")
-    if spec in BUILTIN_ARCHS:
+    if spec in BUILTIN_NAMES:
         p = builtin_path(spec, scale)
         if not p.is_file():
             raise ModelError(f"no built-in {spec} model for x{scale} in this installation ({p} is missing)")
@@ -315,7 +319,7 @@ def resolve_model(spec: str | None, scale: int) -> SRCNNModel:
         elif p.suffix.lower() == ".npz":
             model = load_npz(p)
         elif not p.exists():
-            raise ModelError(f"unknown model {spec!r}: give {' or '.join(BUILTIN_ARCHS)}, an .npz or a .mat file")
+            raise ModelError(f"unknown model {spec!r}: give {', '.join(BUILTIN_NAMES)}, an .npz or a .mat file")
         else:
             raise ModelError(f"{spec}: unsupported model file type (expected .npz or .mat)")
     model.check_scale(scale)

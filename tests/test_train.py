@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from srgpu.imagefile import read_image, write_image_atomic  # noqa: E402
 from srgpu.model import load_npz  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,3 +99,64 @@ def test_the_trained_centre_is_the_inference_networks_centre() -> None:
             centre = net.forward_centre(x)
         assert centre.shape == (3, 1, 21, 17)
         torch.testing.assert_close(centre, whole[..., h:h + 21, h:h + 17], rtol=0, atol=1e-6)
+
+
+DEGRADE = ("--degrade", "jpeg:60-95", "--degrade", "h264:18-30", "--variants", "3", "--clean-fraction", "0.25")
+
+
+def test_real_source_run_records_its_mix_reuses_its_cache_and_refuses_another(tmp_path: Path, hr_folder: Path) -> None:
+    out, cache = tmp_path / "real.npz", tmp_path / "cache"
+    first = train(out, hr_folder, *DEGRADE, "--degraded-cache", str(cache), "--time-limit", "0")
+    assert first.returncode == 0, first.stderr
+    assert "degraded inputs saved in" in first.stdout and "x 3 variants" in first.stdout
+    assert len(list(cache.glob("degraded_x3_*.npz"))) == 1
+    # another mix (refused before any data is made), or none
+    other = train(out, hr_folder, "--degrade", "jpeg:50-95", "--degrade", "h264:18-30", "--variants", "2", "--resume")
+    assert other.returncode == 1, other.stderr
+    for shown in ("--degrade ['jpeg:60-95', 'h264:18-30'] (now ['jpeg:50-95', 'h264:18-30'])",
+                  "--clean-fraction 0.25 (now 0.2)", "--variants 3 (now 2)"):
+        assert shown in other.stderr, other.stderr
+    clean = train(out, hr_folder, "--resume")
+    assert clean.returncode == 1 and "--degrade ['jpeg:60-95', 'h264:18-30'] (now None)" in clean.stderr, clean.stderr
+    set5 = tmp_path / "set5"  # a small stand-in: the report is only checked for its fields
+    set5.mkdir()
+    write_image_atomic(set5 / "bird.png", read_image(hr_folder / "bird_GT.bmp")[100:196, 100:196])
+    done = train(out, hr_folder, *DEGRADE, "--degraded-cache", str(cache), "--resume", "--set5", str(set5))
+    assert done.returncode == 0, done.stderr
+    assert "degraded inputs from" in done.stdout  # the cache, not a second generation
+    model = load_npz(out)
+    assert model.name == "srgpu-srcnn-9-1-5-real-x3"
+    mix = model.metadata["degradation"]
+    assert mix["degrade"] == ["jpeg:60-95", "h264:18-30"] and mix["clean_fraction"] == 0.25 and mix["variants"] == 3
+    assert sum(mix["val_variants"].values()) == 3  # one validation plane, three variants
+    assert set(model.metadata["set5_compressed"]) == {"jpeg:75", "h264:23"}
+    assert model.metadata["set5_compressed"]["jpeg:75"]["bicubic_psnr"] < model.metadata["set5_bicubic_psnr"]
+
+
+def test_degraded_variants_are_seeded_per_variant_and_compressed(hr_folder: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    sys.path.insert(0, str(ROOT / "scripts" / "training"))
+    from degraded_data import TRAIN, DegradeMix, lr_uint8, make_variants
+
+    from srgpu.evaluate import luma_uint8
+
+    planes = [luma_uint8(read_image(p)) for p in sorted(hr_folder.iterdir())]
+    sources = [(p, 3, hs) for p in planes for hs in (1.0, 0.8)]
+    keys = [(TRAIN, 3, i // 2, i % 2) for i in range(len(sources))]
+    mix = DegradeMix.parse(["jpeg:60-95", "h264:18-30"], 0.2, 4, seed=5)
+    with ThreadPoolExecutor(2) as pool:
+        v = make_variants(sources, keys, mix, pool)
+        again = make_variants(sources[::-1], keys[::-1], mix, pool)  # another order: the same draws
+    assert v.labels == again.labels[::-1]
+    for i, (row, labels) in enumerate(zip(v.lr, v.labels)):
+        clean = lr_uint8(sources[i])
+        for lr, label in zip(row, labels):
+            if label == "clean":
+                assert lr is None
+            else:
+                assert lr.shape == clean.shape and not np.array_equal(lr, clean), label
+                np.testing.assert_array_equal(lr, again.lr[len(sources) - 1 - i][labels.index(label)])
+    draws = [mix.draw((TRAIN, 2, i, 0, 0)) for i in range(2000)]
+    assert 0.17 < sum(d is None for d in draws) / 2000 < 0.23
+    assert {d[0] for d in draws if d} == {"jpeg", "h264"}

@@ -41,3 +41,36 @@ def test_shipped_model_reproduces_recorded_set5(name: str, shared_data: Path) ->
     assert bic.psnr == pytest.approx(bicubic, abs=0.002)
     assert sr.psnr == pytest.approx(expected, abs=0.02)
     assert sr.psnr > bic.psnr + 1.0
+
+
+# "Set5 on compressed inputs" in weights/README.md: | file | scale | input | bicubic | srgpu | SSIM |
+COMPRESSED_ROW = re.compile(r"^\| (srcnn_[\w-]+\.npz) \| (\d) \| ((?:jpeg|h264|hevc):\d+) \| ([\d.]+) \| ([\d.]+) \|",
+                            re.M)
+REAL_SOURCE_TARGETS = ("jpeg:75", "h264:23")  # issue 19: where a real-source model must beat the clean one
+
+
+def recorded_compressed() -> dict[tuple[str, str], tuple[int, float, float]]:
+    text = (WEIGHTS / "README.md").read_text()
+    return {(m[1], m[3]): (int(m[2]), float(m[4]), float(m[5])) for m in COMPRESSED_ROW.finditer(text)}
+
+
+def test_every_real_source_model_has_its_compressed_scores() -> None:
+    rows = recorded_compressed()
+    assert {name for name, _ in rows} <= {p.name for p in WEIGHTS.glob("*.npz")}, "a row for a file not shipped"
+    for path in WEIGHTS.glob("srcnn_*-real_x*.npz"):
+        for spec in REAL_SOURCE_TARGETS:
+            assert (path.name, spec) in rows, (path.name, spec)
+        assert load_npz(path).metadata.get("degradation"), f"{path.name}: no degradation in its metadata"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, spec", sorted(recorded_compressed()))
+def test_shipped_model_reproduces_recorded_compressed_set5(name: str, spec: str, shared_data: Path) -> None:
+    from srgpu.degrade import parse_degradation
+
+    scale, bicubic, expected = recorded_compressed()[name, spec]
+    model = load_npz(WEIGHTS / name)
+    bic, sr = mean_scores(list(evaluate_folder(shared_data / "eval" / "Set5", model, scale,
+                                               degradation=parse_degradation(spec))))
+    assert bic.psnr == pytest.approx(bicubic, abs=0.002)
+    assert sr.psnr == pytest.approx(expected, abs=0.02)

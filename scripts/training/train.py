@@ -13,6 +13,14 @@ layer. The loss is MSE on each patch's centre, away from the patch's cut edges, 
 pixel it scores saw the same context it sees at inference; a step computes that centre alone,
 with 'valid' convolutions (the same values and gradients without the padded border's work).
 
+Real-source models (--degrade jpeg:60-95 --degrade h264:18-30 --clean-fraction 0.2 --variants 4): the LR
+image is rounded to 8 bits and compressed (srgpu.degrade: OpenCV JPEG, all-intra libx264/libx265) before
+the bicubic upscale; every training and validation plane gets --variants versions, each clean or
+compressed at a quality drawn at random (seeded: scripts/training/degraded_data.py), made once in the
+data preparation (and kept with --degraded-cache DIR). The flips/transposes then act on compressed
+patches too (the codecs are not symmetric, but the artefacts stay plausible). Set5 is reported clean,
+at jpeg:75 and at h264:23; the model's metadata records the mix under "degradation".
+
 A validation split (every --val-every-nth plane of the sorted list, original scale only) drives
 model selection; Set5, if given, is only reported. Seeded; the result is deterministic up to
 cuDNN's non-deterministic kernels (set --deterministic to forbid them).
@@ -44,10 +52,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores, modcrop  # noqa: E402
+from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores  # noqa: E402
 from srgpu.imagefile import read_image  # noqa: E402
 from srgpu.metrics import psnr, shave  # noqa: E402
 from srgpu.color import quantize  # noqa: E402
+from srgpu.degrade import parse_degradation  # noqa: E402
 from srgpu.model import SRCNNModel  # noqa: E402
 from srgpu.resize import imresize  # noqa: E402
 
@@ -56,6 +65,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import binary_net  # noqa: E402  (beside this script: --binary)
 from binary_net import save_model  # noqa: E402  (srgpu .npz, float or binarized)
+from degraded_data import TRAIN, VAL, DegradeMix, cache_settings, cached_variants, hr_plane, make_variants, upscale_lr  # noqa: E402
 
 
 # ---------------------------------------------------------------- data
@@ -83,25 +93,32 @@ def load_planes(sources: list[Path]) -> tuple[list[np.ndarray], list[str]]:
 def make_pair(args: tuple[np.ndarray, int, float]) -> tuple[np.ndarray, np.ndarray]:
     """HR uint8 plane -> (bicubic input, HR target) float32, the evaluation's degradation."""
     plane, scale, hr_scale = args
-    hr = plane.astype(np.float64) / 255.0
-    if hr_scale != 1.0:
-        hr = np.clip(imresize(hr, hr_scale), 0.0, 1.0)
-        hr = quantize(hr, np.uint8).astype(np.float64) / 255.0  # as if it were an 8-bit HR image
-    hr = modcrop(hr, scale)
+    hr = hr_plane(plane, scale, hr_scale)
     lr = imresize(hr, 1.0 / scale)
     bic = imresize(lr, float(scale))
     return bic.astype(np.float32), hr.astype(np.float32)
 
 
-def extract_patches(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+def extract_patches(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int,
+                    halo: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Input patches of ``size`` and their targets' scored centres (``halo`` cut off every side)."""
     xs, ys = [], []
     for bic, hr in pairs:
         h, w = hr.shape
         for r in range(0, h - size + 1, stride):
             for c in range(0, w - size + 1, stride):
                 xs.append(bic[r : r + size, c : c + size])
-                ys.append(hr[r : r + size, c : c + size])
+                ys.append(hr[r + halo : r + size - halo, c + halo : c + size - halo])
     return np.stack(xs), np.stack(ys)
+
+
+def degraded_pairs(clean: list[tuple[np.ndarray, np.ndarray]], lrs: list[list[np.ndarray | None]], scale: int,
+                   pool: ProcessPoolExecutor) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every variant of every source as a (bicubic input, HR target) pair, source by source: a
+    clean variant is the source's clean pair, a compressed one its LR plane upscaled."""
+    todo = [lr for row in lrs for lr in row if lr is not None]
+    ups = iter(pool.map(upscale_lr, [(lr, scale) for lr in todo], chunksize=8))
+    return [pair if lr is None else (next(ups), pair[1]) for pair, row in zip(clean, lrs) for lr in row]
 
 
 # ---------------------------------------------------------------- network
@@ -224,7 +241,8 @@ class TrainStep:
 # what a resumed run must share with the run it continues: everything that shapes the schedule,
 # the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
 RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
-               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type", "binary")
+               "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type", "binary",
+               "degrade", "clean_fraction", "variants")
 
 
 def resume_settings(args: argparse.Namespace) -> dict:
@@ -232,6 +250,8 @@ def resume_settings(args: argparse.Namespace) -> dict:
     out = {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
            for k, v in vars(args).items() if k in RESUME_KEYS}
     out["device_type"] = torch.device(args.device).type  # the RNG streams differ between CPU and CUDA
+    if not args.degrade:  # a clean run: the mix's options mean nothing (and states saved before them match)
+        out.update(degrade=None, clean_fraction=None, variants=None)
     return out
 
 
@@ -254,8 +274,8 @@ def save_state(args: argparse.Namespace, done: int, net: SRCNN, opt: torch.optim
     os.replace(tmp, args.state)
 
 
-def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
-               gen: torch.Generator, aug_rng: np.random.Generator, device: torch.device) -> tuple:
+def check_resumable(args: argparse.Namespace, device: torch.device) -> dict:
+    """The saved state, if this run may continue it (refused before any data is made)."""
     if not args.state.is_file():
         raise SystemExit(f"--resume: no training state at {args.state}")
     state = torch.load(args.state, map_location=device, weights_only=False)
@@ -268,6 +288,11 @@ def load_state(args: argparse.Namespace, net: SRCNN, opt: torch.optim.Optimizer,
     if commits and git_commit() not in commits | {"unknown"}:
         raise SystemExit(f"--resume: {args.state} was trained by commit {', '.join(sorted(commits))}, this is "
                          f"{git_commit()}: resume with the same code (or set SRGPU_COMMIT if this copy has no .git)")
+    return state
+
+
+def load_state(state: dict, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
+               gen: torch.Generator, aug_rng: np.random.Generator) -> tuple:
     net.load_state_dict(state["net"])
     opt.load_state_dict(state["opt"])
     step.scaler.load_state_dict(state["scaler"])
@@ -286,6 +311,8 @@ def make_optimizer(net: SRCNN, lr: float) -> torch.optim.Adam:
 
 
 # ---------------------------------------------------------------- main
+
+SET5_COMPRESSED = ("jpeg:75", "h264:23")  # issue 19's targets for a real-source model
 
 
 def main() -> None:
@@ -325,6 +352,20 @@ def main() -> None:
                     help="continue the run saved in --state exactly where it stopped (same schedule)")
     ap.add_argument("--time-limit", type=float,
                     help="seconds: stop at the last validation that fits (the state is saved; --resume goes on)")
+    real = ap.add_argument_group("real-source inputs (LR images compressed as real ones are; srgpu.degrade)")
+    real.add_argument("--degrade", action="append", metavar="CODEC:Q[-Q]",
+                      help="compress the LR inputs: jpeg:LOW-HIGH, h264:LOW-HIGH (CRF), hevc:LOW-HIGH, repeatable "
+                           "(e.g. --degrade jpeg:60-95 --degrade h264:18-30); each variant draws one spec and a "
+                           "quality; the validation planes get the same mix (seeded)")
+    real.add_argument("--clean-fraction", type=float, default=0.2,
+                      help="with --degrade: probability that a variant stays clean (default 0.2)")
+    real.add_argument("--variants", type=int, default=4,
+                      help="with --degrade: variants made of every training and validation plane (default 4)")
+    real.add_argument("--degraded-cache", type=Path, metavar="DIR",
+                      help="keep the compressed LR planes in DIR (one file per scale and settings), made once "
+                           "and read by every later run with the same settings")
+    real.add_argument("--prepare-only", action="store_true",
+                      help="make the data (with --degraded-cache: the cache file) and stop")
     args = ap.parse_args()
     if args.binary and not args.init:
         ap.error("--binary trains a binarized copy of a full-precision model: give it with --init")
@@ -350,22 +391,53 @@ def main() -> None:
             log_f.write(line + "\n")
             log_f.flush()
 
+    saved = check_resumable(args, device) if args.resume else None
     t0 = time.time()
     planes, names = load_planes(args.data)
     val_idx = set(range(0, len(planes), args.val_every_nth))
     train_planes = [p for i, p in enumerate(planes) if i not in val_idx]
     val_planes = [p for i, p in enumerate(planes) if i in val_idx]
     jobs = [(p, args.scale, hs) for p in train_planes for hs in args.hr_scales]
+    val_jobs = [(p, args.scale, 1.0) for p in val_planes]
+    mix: DegradeMix | None = None
+    degradation: dict | None = None
     with ProcessPoolExecutor(args.workers) as pool:
+        if args.degrade:
+            try:
+                mix = DegradeMix.parse(args.degrade, args.clean_fraction, args.variants, args.seed)
+            except ValueError as e:
+                raise SystemExit(f"train.py: {e}") from None
+            n_hs = len(args.hr_scales)
+            train_keys = [(TRAIN, args.scale, i // n_hs, i % n_hs) for i in range(len(jobs))]
+            val_keys = [(VAL, args.scale, i) for i in range(len(val_jobs))]
+            t1 = time.time()
+            variants = cached_variants(
+                args.degraded_cache,
+                cache_settings(mix, args.scale, args.hr_scales, args.val_every_nth, names, planes),
+                lambda: {"train": make_variants(jobs, train_keys, mix, pool),
+                         "val": make_variants(val_jobs, val_keys, mix, pool)}, log)
+            degradation = {**mix.describe(), "train_variants": variants["train"].counts(),
+                           "val_variants": variants["val"].counts()}
+            log(f"degraded variants ({time.time() - t1:.1f}s): train {degradation['train_variants']}, "
+                f"validation {degradation['val_variants']}")
+        if args.prepare_only:
+            log(f"data ready in {time.time() - t0:.1f}s (--prepare-only: stopping here)")
+            return
         train_pairs = list(pool.map(make_pair, jobs, chunksize=8))
-        val_pairs = list(pool.map(make_pair, [(p, args.scale, 1.0) for p in val_planes]))
+        val_pairs = list(pool.map(make_pair, val_jobs))
+        if mix is not None:  # every source's variants in place of its clean pair
+            train_pairs = degraded_pairs(train_pairs, variants["train"].lr, args.scale, pool)
+            val_pairs = degraded_pairs(val_pairs, variants["val"].lr, args.scale, pool)
     net = binary_net.make_net(args.binary, f1, f2, f3, SRCNN).to(device)
     halo = net.halo
     size = args.patch + 2 * halo
-    xs, ys = extract_patches(train_pairs, size, args.stride)
+    xs, ys = extract_patches(train_pairs, size, args.stride, halo)
+    n_patches = len(xs)
     x_all = torch.from_numpy(xs).to(device)[:, None]
-    y_all = torch.from_numpy(ys[:, halo : halo + args.patch, halo : halo + args.patch]).to(device)[:, None]
-    log(f"{len(train_planes)} train planes x {len(args.hr_scales)} HR scales -> {len(xs)} patches of {size}px; "
+    y_all = torch.from_numpy(ys).to(device)[:, None]
+    del xs, ys, train_pairs  # the host copies (several GB with --degrade)
+    log(f"{len(train_planes)} train planes x {len(args.hr_scales)} HR scales"
+        f"{f' x {args.variants} variants' if mix else ''} -> {n_patches} patches of {size}px; "
         f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
 
     init_meta: dict | None = None
@@ -403,7 +475,7 @@ def main() -> None:
             "provenance": "trained by srgpu scripts/training/train.py",
             "data": [str(d) for d in args.data],
             "train_planes": len(train_planes), "val_planes": len(val_pairs),
-            "hr_scales": args.hr_scales, "patches": int(len(xs)),
+            "hr_scales": args.hr_scales, "patches": int(n_patches),
             "iterations": args.iters, "iterations_done": done, "selected_iteration": best[1],
             "batch": args.batch, "patch": args.patch, "tf32": args.tf32, "amp": args.amp, "lr": args.lr,
             "lr_final": args.lr_final, "warmup": args.warmup, "seed": args.seed,
@@ -415,17 +487,19 @@ def main() -> None:
             "validation_history": history,
             "command": segments[0]["command"] if segments else " ".join(sys.argv),
             "segments": segments, "initialised_from": init_meta, "binary": args.binary,
+            **({"degradation": degradation} if degradation else {}),
         }
 
     def best_model(meta: dict) -> SRCNNModel:
         snapshot = binary_net.make_net(args.binary, f1, f2, f3, SRCNN)
         snapshot.load_state_dict({k_: t.cpu() for k_, t in best[2].items()})
-        return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}{'-binary' if args.binary else ''}-x{args.scale}", meta)
+        variant = ("-real" if mix else "") + ("-binary" if args.binary else "")
+        return snapshot.to_model(args.scale, f"srgpu-srcnn-{args.arch}{variant}-x{args.scale}", meta)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = 0
     if args.resume:
-        start, best, history, init_meta, segments = load_state(args, net, opt, step, gen, aug_rng, device)
+        start, best, history, init_meta, segments = load_state(saved, net, opt, step, gen, aug_rng)
         log(f"resumed from {args.state} at iteration {start} (best {best[0]:.3f} dB @ {best[1]})")
     elif args.init:  # a continued run never ends worse than where it started
         v0 = validate(net, val_pairs, args.scale, device)
@@ -483,8 +557,17 @@ def main() -> None:
     if args.set5:
         bic, sr = mean_scores(list(evaluate_folder(args.set5, model, args.scale, binary_net.sr_function(model))))
         meta.update(set5_psnr=round(sr.psnr, 4), set5_bicubic_psnr=round(bic.psnr, 4), set5_ssim=round(sr.ssim, 5))
-        model = best_model(meta)
         log(f"Set5 (report only): bicubic {bic.psnr:.3f} dB, SRCNN {sr.psnr:.3f} dB, SSIM {sr.ssim:.4f}")
+        if mix is not None:  # the real-source model's targets, reported (never used to choose)
+            meta["set5_compressed"] = {}
+            for spec in SET5_COMPRESSED:
+                bic, sr = mean_scores(list(evaluate_folder(args.set5, model, args.scale, binary_net.sr_function(model),
+                                                           degradation=parse_degradation(spec))))
+                meta["set5_compressed"][spec] = {"bicubic_psnr": round(bic.psnr, 4), "psnr": round(sr.psnr, 4),
+                                                 "ssim": round(sr.ssim, 5)}
+                log(f"Set5 {spec} (report only): bicubic {bic.psnr:.3f} dB, SRCNN {sr.psnr:.3f} dB, "
+                    f"SSIM {sr.ssim:.4f}")
+        model = best_model(meta)
     save_model(model, args.out)
     log(f"wrote {args.out}: val {best[0]:.3f} dB at iter {best[1]}, {meta['train_seconds']:.0f}s training")
     print(json.dumps({"out": str(args.out), "validation_psnr": meta["validation_psnr"],

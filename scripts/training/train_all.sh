@@ -8,6 +8,8 @@
 # Long schedules in pieces: pass --time-limit SECONDS, then the same command with --resume added
 # (the state files sit beside the outputs in OUTDIR).
 # INIT_DIR: continue from srcnn_<arch>_x<s>.npz files there (e.g. weights/) instead of starting afresh.
+# SUFFIX: name the outputs srcnn_<arch>SUFFIX_x<s>.npz (e.g. SUFFIX=-real with --degrade ...: the
+# real-source models); INIT_SUFFIX: the same for the INIT_DIR files (default: none, the clean models).
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift
 cd "$(dirname "$0")/../.."  # the repository root (this script lives in scripts/training/)
@@ -22,10 +24,11 @@ for arch in ${ARCHS:-9-1-5 9-5-5}; do
   else iters=${ITERS_955:-30000} extra=${ARGS_955:-}; fi
   for s in ${SCALES:-2 3 4}; do
     init=()
-    [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}_x${s}.npz")
+    [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}${INIT_SUFFIX:-}_x${s}.npz")
+    name=${arch}${SUFFIX:-}_x${s}
     python3 scripts/training/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
-      --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${arch}_x${s}.npz" \
-      --log "$logs/train_${arch}_x${s}.log" "${init[@]}" $extra "$@" > "$logs/stdout_${arch}_x${s}.txt" 2>&1 &
+      --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${name}.npz" \
+      --log "$logs/train_${name}.log" "${init[@]}" $extra "$@" > "$logs/stdout_${name}.txt" 2>&1 &
     pids+=($!)
   done
 done
