@@ -410,7 +410,9 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
     else:
-        wplan = plan_workers(device, gpus, workers)
+        from .video.api import video_codec
+
+        wplan = plan_workers(device, gpus, workers, encoder=video_codec(job.dst, video.encode))
         count, what = wplan.workers, wplan.describe()
     gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
     cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite, workers=count,

@@ -91,11 +91,21 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
     return wanted
 
 
-def default_workers(gpus: int, cores: int | None = None) -> int:
+# encoders that spread one 4K stream over every core of the machine by themselves: running several
+# at once only adds contention. Measured on the H100 machine (16 cores, BENCHMARKS.md "Chunked
+# videos", 2026-11-23/24): 2-4 chunk workers on one GPU ran at 0.61-0.85x one srgpu process with
+# x264 ultrafast, veryfast and medium; x265 medium gained 1.25x over plain ffmpeg.
+SELF_PARALLEL_ENCODERS = frozenset({"libx264"})
+
+
+def default_workers(gpus: int, cores: int | None = None, encoder: str | None = None) -> int:
     """Chunk workers when the user says none: the encoder is the CPU's part and the bottleneck of a
     long job (DESIGN.md: 7-35 ms of CPU per 4K frame against ~1 ms of GPU), so about one worker per
-    4 cores (an x264 encoder uses 4 threads well), at least one per GPU, at most 4 per GPU (each
-    holds frames and buffers on its GPU)."""
+    4 cores, at least one per GPU, at most 4 per GPU (each holds frames and buffers on its GPU);
+    one per GPU (one in all on the CPU) for an encoder that fills the machine alone
+    (SELF_PARALLEL_ENCODERS; a long video is then still cut into chunks, for resume)."""
+    if encoder in SELF_PARALLEL_ENCODERS:
+        return max(1, gpus)
     cores = cores or cpu_cores()
     n = max(1, cores // 4)
     if gpus:
@@ -142,10 +152,11 @@ class WorkerPlan:
 
 
 def plan_workers(device: str, gpus: str | None = None, workers: int | None = None,
-                 cores: int | None = None) -> WorkerPlan:
+                 cores: int | None = None, encoder: str | None = None) -> WorkerPlan:
     """The workers of a run: ``device`` (auto | cpu | cuda[:N]) and ``gpus`` (None | "all" | "0,1")
     say which GPUs (auto: every usable one; cuda:N: that one; cpu: none), ``workers`` how many
-    (None: default_workers). EngineError for a device or GPU that cannot be had."""
+    (None: default_workers, for ``encoder`` where known). EngineError for a device or GPU that
+    cannot be had."""
     from .engine.select import parse_device
     from .gpuinfo import cuda_status
 
@@ -170,7 +181,7 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
         else:
             chosen = tuple(d.index for d in status.devices)
             why = None if chosen else status.reason
-    n = workers if workers is not None else default_workers(len(chosen), cores)
+    n = workers if workers is not None else default_workers(len(chosen), cores, encoder)
     return WorkerPlan(tuple(devices_for(n, chosen)), why)
 
 

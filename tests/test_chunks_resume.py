@@ -307,6 +307,12 @@ def test_worker_plans() -> None:
         plan_workers("cpu", None, 0)
     from srgpu.workers import default_workers, devices_for, encoder_threads
     assert default_workers(0, cores=16) == 4 and default_workers(2, cores=2) == 2 and default_workers(1, 64) == 4
+    # an encoder that fills the machine alone gets one worker per GPU (a long video is still
+    # chunked, for resume); the others share the cores out
+    assert default_workers(1, 16, "libx264") == 1 and default_workers(2, 16, "libx264") == 2
+    assert default_workers(0, 16, "libx264") == 1 and default_workers(1, 16, "libx265") == 4
+    assert plan_workers("cpu", None, None, cores=16, encoder="libx264").workers == 1
+    assert plan_workers("cpu", None, None, cores=16, encoder="libx265").workers == 4
     assert devices_for(3, (0, 1)) == ["cuda:0", "cuda:1", "cuda:0"]
     assert encoder_threads(1, 16) is None and encoder_threads(4, 16) == 6
     assert shown  # (imported for the shared helpers' sake)

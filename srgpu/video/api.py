@@ -219,6 +219,16 @@ def engine_gpu(engine: Engine) -> int | None:
     return getattr(engine, "device_index", None) if getattr(engine, "name", None) == "cuda" else None
 
 
+def video_codec(dst: Path, encoder: EncodeOptions) -> str:
+    """The encoder a video written to ``dst`` gets: the one named, else the container's first
+    default this ffmpeg has (the single place this is decided; plan_video and the chunk workers'
+    count, srgpu.workers.default_workers, ask it)."""
+    if encoder.codec is not None:
+        return encoder.codec
+    return containers.default_video_codec(containers.container_for(Path(dst).suffix), Path(dst).suffix,
+                                          ffmpeg.video_codecs("encoders"))
+
+
 def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                options: VideoOptions = VideoOptions(), overwrite: bool = False,
                gpu: int | None = None) -> VideoJob:
@@ -235,10 +245,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     hwdec = "no" if options.hwdec == "auto" and gpu is None else options.hwdec  # "auto" needs a GPU engine
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
-    if encoder.codec is None:  # the codec follows the container; decided here, once
-        codec = containers.default_video_codec(container, dst.suffix, ffmpeg.video_codecs("encoders"))
-        encoder = replace(encoder, codec=codec)
-    assert encoder.codec is not None
+    encoder = replace(encoder, codec=video_codec(dst, encoder))
     supported = ffmpeg.encoder_pix_fmts(encoder.codec)  # VideoError for an unknown codec
     containers.check_video_codec(container, dst.suffix, encoder.codec)
     _check_crf(encoder)
