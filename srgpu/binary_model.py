@@ -45,7 +45,7 @@ import numpy as np
 
 from . import outputs
 from .kernels import binary
-from .model import ModelError
+from .model import ModelError, NetworkShape
 from .reference import STRIP_PIXELS, conv_single_in, conv_single_out
 
 FORMAT_NAME = "srgpu-srcnn-binary"
@@ -56,7 +56,7 @@ ARRAY_NAMES = FLOAT_ARRAYS + ("conv2_sign",)
 
 
 @dataclass(frozen=True)
-class BinarySRCNNModel:
+class BinarySRCNNModel(NetworkShape):
     conv1_weight: np.ndarray  # (n1, 1, f1, f1)
     conv1_bias: np.ndarray  # (n1,)
     conv2_sign: np.ndarray  # (n2, n1, f2, f2) int8, +-1
@@ -74,36 +74,12 @@ class BinarySRCNNModel:
         validate(self.arrays(), self.name)
 
     @property
-    def f1(self) -> int:
-        return int(self.conv1_weight.shape[-1])
-
-    @property
-    def f2(self) -> int:
-        return int(self.conv2_sign.shape[-1])
-
-    @property
-    def f3(self) -> int:
-        return int(self.conv3_weight.shape[-1])
-
-    @property
-    def n1(self) -> int:
-        return int(self.conv1_weight.shape[0])
-
-    @property
-    def n2(self) -> int:
-        return int(self.conv2_sign.shape[0])
-
-    @property
-    def arch(self) -> str:
-        return f"{self.f1}-{self.f2}-{self.f3}"
+    def conv2_shape(self) -> tuple[int, ...]:
+        return tuple(self.conv2_sign.shape)
 
     @property
     def label(self) -> str:
         return f"{self.arch}-binary"
-
-    @property
-    def halo(self) -> int:
-        return self.f1 // 2 + self.f2 // 2 + self.f3 // 2
 
     @property
     def float_macs_per_pixel(self) -> int:

@@ -33,8 +33,46 @@ class ModelError(ValueError):
     """A model file or name that cannot be used; the message says exactly why."""
 
 
+class NetworkShape:
+    """The sizes a three-layer SRCNN's arrays imply (shared by the float and binarized models):
+    needs ``conv1_weight``, ``conv3_weight`` and ``conv2_shape`` (out, in, k, k)."""
+
+    conv1_weight: np.ndarray
+    conv3_weight: np.ndarray
+    conv2_shape: tuple[int, ...]
+
+    @property
+    def f1(self) -> int:
+        return int(self.conv1_weight.shape[-1])
+
+    @property
+    def f2(self) -> int:
+        return int(self.conv2_shape[-1])
+
+    @property
+    def f3(self) -> int:
+        return int(self.conv3_weight.shape[-1])
+
+    @property
+    def n1(self) -> int:
+        return int(self.conv1_weight.shape[0])
+
+    @property
+    def n2(self) -> int:
+        return int(self.conv2_shape[0])
+
+    @property
+    def arch(self) -> str:
+        return f"{self.f1}-{self.f2}-{self.f3}"
+
+    @property
+    def halo(self) -> int:
+        """Input rows/columns each side that influence one output pixel."""
+        return self.f1 // 2 + self.f2 // 2 + self.f3 // 2
+
+
 @dataclass(frozen=True)
-class SRCNNModel:
+class SRCNNModel(NetworkShape):
     """The three convolutions, weights laid out (out_channels, in_channels, kh, kw) for correlation.
 
     ``scale`` is the upscale factor the model was trained for (None: unknown, any scale allowed).
@@ -54,33 +92,8 @@ class SRCNNModel:
         validate_arrays({n: getattr(self, n) for n in ARRAY_NAMES}, source=self.name)
 
     @property
-    def f1(self) -> int:
-        return int(self.conv1_weight.shape[-1])
-
-    @property
-    def f2(self) -> int:
-        return int(self.conv2_weight.shape[-1])
-
-    @property
-    def f3(self) -> int:
-        return int(self.conv3_weight.shape[-1])
-
-    @property
-    def n1(self) -> int:
-        return int(self.conv1_weight.shape[0])
-
-    @property
-    def n2(self) -> int:
-        return int(self.conv2_weight.shape[0])
-
-    @property
-    def arch(self) -> str:
-        return f"{self.f1}-{self.f2}-{self.f3}"
-
-    @property
-    def halo(self) -> int:
-        """Input rows/columns each side that influence one output pixel."""
-        return self.f1 // 2 + self.f2 // 2 + self.f3 // 2
+    def conv2_shape(self) -> tuple[int, ...]:
+        return tuple(self.conv2_weight.shape)
 
     @property
     def macs_per_pixel(self) -> int:
