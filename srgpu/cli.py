@@ -485,6 +485,20 @@ class _FilesProgress:
                 bar.close()
 
 
+def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
+    """The encoder every video of a folder gets, if they share one (the default worker count
+    depends on it: srgpu.workers.default_workers); None where they differ or one cannot be decided
+    now (that file's own error comes when it runs)."""
+    from .video.api import video_codec
+    from .video.errors import VideoError
+
+    try:
+        encoders = {video_codec(job.dst, video.encode) for job in plan.jobs if job.kind == "video"}
+    except VideoError:
+        return None
+    return encoders.pop() if len(encoders) == 1 else None
+
+
 def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video: VideoOptions,
                                images: ImageOptions, quiet: bool, device: str, precision: str,
                                workers: int | None, gpus: str | None, cluster: str | None) -> BatchResult | str:
@@ -505,7 +519,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
     else:
-        wplan = plan_workers(device, gpus, workers)
+        wplan = plan_workers(device, gpus, workers, encoder=_folder_encoder(plan, video))
         count, what = wplan.workers, wplan.describe()
         if not use_workers(plan, count, explicit):
             return wplan.devices[0] if gpus is not None else device

@@ -234,3 +234,21 @@ def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path)
     assert frames.frames == sum(VIDEOS.values())
     same_outputs(out, reference)
     assert leftovers(out) == [] and leftovers(out / "sub") == []
+
+
+def test_the_default_worker_count_follows_the_folders_encoder(tmp_path: Path) -> None:
+    """A folder whose videos all go to libx264 (the .mp4/.mkv default) gets one worker per GPU
+    by default, so it stays in this process on one GPU; mixed encoders keep the cores-based count."""
+    from srgpu.cli import _folder_encoder
+    from srgpu.images import plan_batch
+    from srgpu.video.options import EncodeOptions, VideoOptions
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for name in ("a.mp4", "b.mkv", "c.png"):
+        (src / name).write_bytes(b"x")
+    plan = plan_batch(src, tmp_path / "out")
+    assert _folder_encoder(plan, VideoOptions()) == "libx264"
+    assert _folder_encoder(plan, VideoOptions(encode=EncodeOptions(codec="libx265"))) == "libx265"
+    (src / "d.webm").write_bytes(b"x")
+    assert _folder_encoder(plan_batch(src, tmp_path / "out2"), VideoOptions()) is None
