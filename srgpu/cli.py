@@ -195,6 +195,16 @@ def _bar(total: int | None, unit: str, desc: str, leave: bool = True, started: f
     return bar
 
 
+def _file_outcome(outcome: Outcome, quiet: bool, files: "tqdm | _LogBar | None", error: bool = True) -> None:
+    """A file's outcome as it comes: its error (``error``), its notes, one more on the files bar."""
+    if error and outcome.status == "failed":
+        _error(outcome.message)
+    for note in outcome.notes:
+        _info(f"note: {outcome.job.src}: {note}", quiet)
+    if files is not None:
+        files.update(1)
+
+
 class _Progress:
     """Progress for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA); bars on a
     terminal, plain periodic lines in a log."""
@@ -240,12 +250,7 @@ class _Progress:
         if self.frames is not None:
             self.frames.close()
             self.frames = None
-        if outcome.status == "failed" and not self.single:
-            _error(outcome.message)
-        for note in outcome.notes:
-            _info(f"note: {outcome.job.src}: {note}", self.quiet)
-        if self.files is not None:
-            self.files.update(1)
+        _file_outcome(outcome, self.quiet, self.files, error=not self.single)  # one file's error: in the summary
 
     def close(self) -> None:
         for bar in (self.rows, self.frames, self.files):
@@ -472,12 +477,7 @@ class _FilesProgress:
             self.frames_bar.update(n)
 
     def done(self, outcome: Outcome) -> None:
-        if outcome.status == "failed":
-            _error(outcome.message)
-        for note in outcome.notes:
-            _info(f"note: {outcome.job.src}: {note}", self.quiet)
-        if self.files is not None:
-            self.files.update(1)
+        _file_outcome(outcome, self.quiet, self.files)
 
     def close(self) -> None:
         for bar in (self.frames_bar, self.files):
