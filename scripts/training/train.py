@@ -124,7 +124,7 @@ def degraded_pairs(clean: list[tuple[np.ndarray, np.ndarray]], lrs: list[list[np
 # ---------------------------------------------------------------- network
 
 
-class SRCNN(torch.nn.Module):
+class SRCNN(binary_net.ThreeLayers):
     def __init__(self, f1: int, f2: int, f3: int, n1: int = 64, n2: int = 32) -> None:
         super().__init__()
         self.conv1 = torch.nn.Conv2d(1, n1, f1)
@@ -135,30 +135,6 @@ class SRCNN(torch.nn.Module):
             torch.nn.init.zeros_(conv.bias)
         torch.nn.init.normal_(self.conv3.weight, std=1e-3)
         torch.nn.init.zeros_(self.conv3.bias)
-
-    @staticmethod
-    def same(conv: torch.nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
-        r = conv.kernel_size[0] // 2
-        return conv(F.pad(x, (r, r, r, r), mode="replicate") if r else x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The inference network: 'same' output size, replicate border at every layer."""
-        x = F.relu(self.same(self.conv1, x))
-        x = F.relu(self.same(self.conv2, x))
-        return self.same(self.conv3, x)
-
-    def forward_centre(self, x: torch.Tensor) -> torch.Tensor:
-        """forward(x) cropped by the halo on every side, computed with 'valid' convolutions: the
-        centre never reads a padded sample, so it is the same function (and the same gradients)
-        without the padded rows and columns that the loss never scores (with 48-pixel centres, a
-        quarter of the work for 9-1-5 and a third for 9-5-5)."""
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        return self.conv3(x)
-
-    @property
-    def halo(self) -> int:
-        return sum(c.kernel_size[0] // 2 for c in (self.conv1, self.conv2, self.conv3))
 
     def to_model(self, scale: int, name: str, metadata: dict) -> SRCNNModel:
         def a(t: torch.Tensor) -> np.ndarray:
