@@ -119,12 +119,14 @@ def _jpeg(image: np.ndarray, quality: int) -> np.ndarray:
 
 
 def ffmpeg_exe() -> str:
-    """The ffmpeg srgpu runs everywhere: imageio-ffmpeg's (or $IMAGEIO_FFMPEG_EXE)."""
-    try:
-        import imageio_ffmpeg
+    """The ffmpeg srgpu runs everywhere (srgpu.video.ffmpeg.ffmpeg_exe: imageio-ffmpeg's, or
+    $IMAGEIO_FFMPEG_EXE)."""
+    from .video import ffmpeg
+    from .video.errors import VideoError
 
-        return imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception as e:  # RuntimeError when no binary is found, ImportError without the package
+    try:
+        return ffmpeg.ffmpeg_exe()
+    except VideoError as e:
         raise DegradeError(f"ffmpeg is not available for H.264/HEVC degradation ({e})") from None
 
 

@@ -24,11 +24,12 @@ class ClipSpec:
 
 
 def ffmpeg_exe() -> str:
-    try:
-        import imageio_ffmpeg
+    from .video import ffmpeg
+    from .video.errors import VideoError
 
-        return imageio_ffmpeg.get_ffmpeg_exe()
-    except Exception as e:  # RuntimeError when no binary is found, ImportError without the package
+    try:
+        return ffmpeg.ffmpeg_exe()
+    except VideoError as e:
         raise DemoError(f"ffmpeg is not available ({e})") from None
 
 
