@@ -34,7 +34,9 @@ ALIGN = 256  # bytes: each table starts where any kernel may read it with vector
 
 def upload(*tables: np.ndarray) -> tuple[Any, ...]:
     """The host arrays on the current device (views of one buffer: one copy, not one per table),
-    ordered before whatever the current stream runs next."""
+    ordered before whatever the current stream runs next: a kernel reading them must be queued on
+    the stream current at this call (every engine path launches on its own stream, made current
+    by GPUEngine._on_device), or after it."""
     import cupy as cp
 
     arrays = [np.ascontiguousarray(t) for t in tables]
