@@ -14,6 +14,9 @@ times, on the same source (1080p, real content, --seconds long) to 2x:
   auto has NVDEC take over the decoding);
 - ``srgpu_chunks``: srgpu's chunked run on W worker processes spread over the GPUs
   (srgpu.workers.LocalPool; the workers' start, the scan, the chunks and the join all counted).
+  W is --workers, else the cores-based count (srgpu.workers.default_workers without an encoder):
+  the chunked path is what this measures, while `srgpu upscale`'s own default for libx264 is one
+  worker per GPU (measured slower with more, BENCHMARKS.md).
 
 It reports frames per second of each (median over the rounds), the ratios, whether the issue's
 targets hold (chunks >= 1.25x plain at x264 medium, >= 1.4x at x265 medium, not slower than plain
