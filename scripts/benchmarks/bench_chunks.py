@@ -73,10 +73,11 @@ def ffmpeg(*args: str) -> None:
         raise SystemExit(f"ffmpeg failed: {proc.stderr[-1500:]}")
 
 
-def default_source(folder: Path, seconds: float) -> Path:
+def default_source(folder: Path, seconds: float, keyint: int | None = None) -> Path:
     src = folder / f"bbb_1080p24_{seconds:g}s.mkv"
     ffmpeg("-stream_loop", "-1", "-i", str(shared_clip("bbb_720p24_vp8_vorbis.webm")), "-t", f"{seconds}",
            "-vf", "scale=1920:1080:flags=bicubic", "-c:v", "libx264", "-crf", "18", "-preset", "veryfast",
+           *(["-g", str(keyint)] if keyint else []),
            "-pix_fmt", "yuv420p", "-c:a", "libopus", "-b:a", "128k", str(src))
     return src
 
@@ -129,6 +130,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, help="a 1080p video (default: Big Buck Bunny, see above)")
     ap.add_argument("--seconds", type=float, default=60.0, help="length of the default source")
+    ap.add_argument("--keyint", type=int, default=None,
+                    help="the default source's longest keyframe interval in frames (default: x264's 250)")
+    ap.add_argument("--no-resume", action="store_true",
+                    help="skip measuring resume and join (they make every chunk once more, untimed)")
     ap.add_argument("--settings", nargs="+", default=["libx264:ultrafast", "libx264:veryfast", "libx264:medium",
                                                        "libx265:medium"], help="CODEC:PRESET rows")
     ap.add_argument("--crf", type=int, default=18)
@@ -150,7 +155,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="srgpu-bench-chunks-") as tmp:
         folder = Path(tmp)
-        src = args.source or default_source(folder, args.seconds)
+        src = args.source or default_source(folder, args.seconds, args.keyint)
         v = probe(src).main_video()
         frames = count_frames(src)
         size = (v.width * scale, v.height * scale)  # type: ignore[operator]
@@ -193,7 +198,7 @@ def main() -> None:
                         runs["srgpu_chunks"].append(time.perf_counter() - t0)
                         assert result.frames == frames
                         chunk_decoder = result.decoder
-                        if resume is None:
+                        if resume is None and not args.no_resume:
                             resume, join = measure_resume_and_join(cj, pool_spec=spec, devices=wplan.devices,
                                                                    threads=threads)
                     if "plain_chunks" in runs:
@@ -212,7 +217,8 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"), "host": platform.node(), "cpus": os.cpu_count(),
             "engine": getattr(engine, "description", engine.name), "workers": wplan.describe(),
             "encoder_threads": threads, "model": model.name, "crf": args.crf,
-            "source": str(args.source or f"bbb_720p24_vp8_vorbis.webm looped, {args.seconds:g} s, 1080p x264 crf 18"),
+            "source": str(args.source or f"bbb_720p24_vp8_vorbis.webm looped, {args.seconds:g} s, 1080p x264 crf 18"
+                          + (f", keyint {args.keyint}" if args.keyint else "")),
             "frames": frames, "input": f"{v.width}x{v.height}", "output": f"{size[0]}x{size[1]}",
             "plan_seconds": round(plan_s, 1), "rows": rows, "resume": resume, "join": join,
             "targets": targets(rows)}
