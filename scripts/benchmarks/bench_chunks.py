@@ -175,14 +175,17 @@ def main() -> None:
             options = VideoOptions(EncodeOptions(codec=codec, preset=preset, crf=args.crf))
             runs: dict[str, list[float]] = {k: [] for k in args.only}
             chunks_n = chunk_decoder = None
+            sizes: dict[str, int] = {}  # output bytes: SR output is sharper than bicubic, and costs the encoder more
             for _ in range(args.rounds):
                 out = folder / "out.mkv"
                 if "plain" in runs:
                     runs["plain"].append(timed(lambda: plain(src, out, size, codec, preset, args.crf)))
                     assert count_frames(out) == frames
+                    sizes["plain"] = out.stat().st_size
                 if "srgpu" in runs:
                     runs["srgpu"].append(timed(lambda: upscale_video(
                         src, out, engine, VideoOptions(options.encode, hwdec=args.hwdec), overwrite=True)))
+                    sizes["srgpu"] = out.stat().st_size
                 if "srgpu_chunks" in runs or "plain_chunks" in runs:
                     t0 = time.perf_counter()
                     gpu = int(wplan.gpus[0].split(":")[1]) if wplan.gpus else None
@@ -197,6 +200,7 @@ def main() -> None:
                             result = chunked.upscale_chunked(cj, pool, overwrite=True, encoder_threads=threads)
                         runs["srgpu_chunks"].append(time.perf_counter() - t0)
                         assert result.frames == frames
+                        sizes["srgpu_chunks"] = (folder / "chunks.mkv").stat().st_size
                         chunk_decoder = result.decoder
                         if resume is None and not args.no_resume:
                             resume, join = measure_resume_and_join(cj, pool_spec=spec, devices=wplan.devices,
@@ -204,9 +208,11 @@ def main() -> None:
                     if "plain_chunks" in runs:
                         runs["plain_chunks"].append(timed(lambda: plain_chunks(
                             src, out, cj, size, codec, preset, args.crf, wplan.workers, threads, folder)))
+                        sizes["plain_chunks"] = out.stat().st_size
             fps = {k: frames / statistics.median(v) for k, v in runs.items() if v}
             row = {"codec": codec, "preset": preset, "chunks": chunks_n, "chunk_decoder": chunk_decoder,
                    **{f"{k}_fps": round(x, 2) for k, x in fps.items()},
+                   **{f"{k}_mbytes": round(b / 1e6, 1) for k, b in sizes.items()},
                    "rounds": {k: [round(frames / s, 2) for s in v] for k, v in runs.items()}}
             if "srgpu_chunks" in fps:
                 ratios = {f"vs_{k}": round(fps["srgpu_chunks"] / x, 3) for k, x in fps.items() if k != "srgpu_chunks"}
