@@ -167,6 +167,11 @@ struct TcCfg {
 // registers and schedule of the kernel around it, and nothing that feeds it is optimised away; only its
 // work is not done. `w`: the weights in shared memory (after the first barrier) or, with `global_`,
 // the global array.
+// TC_SKIP / TC_SKIP_PHASE / TC_MMA_ON: the same, written so that with the bit clear the front end folds
+// the test away and emits no call (the kernels as offered keep their machine code: sass_compare.py).
+#define TC_SKIP(C, BIT, ...) ((C::ABL & (BIT)) != 0 && tc_skip<C, BIT>(__VA_ARGS__))
+#define TC_SKIP_PHASE(C, BIT, smw) ((C::ABL & (BIT)) != 0 && tc_skip_phase<C, BIT>(smw))
+#define TC_MMA_ON(C, BIT, smw) ((C::ABL & (BIT)) != 0 ? tc_mma_on<C, BIT>(smw) : 1u)
 template <class C, int BIT>
 __device__ __forceinline__ bool tc_skip(const u32* w, bool global_ = false) {
     if constexpr ((C::ABL & BIT) == 0) return false;
@@ -262,7 +267,7 @@ __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const 
 template <class C, int MB>
 __device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
                                          const int (&off)[12], float (&acc)[MB][8][4], int lane) {
-    if (tc_skip_phase<C, ABL_CONV1>(smw)) return;  // the accumulators keep the bias
+    if (TC_SKIP_PHASE(C, ABL_CONV1, smw)) return;  // the accumulators keep the bias
     u32 ah[2][MB][4], al[2][MB][4];
     uint4 bh[2][4], bl[2][4];
     tc_conv1_load<C, MB>(smw, b0, b8, off, 0, lane, ah[0], al[0], bh[0], bl[0]);
@@ -272,7 +277,7 @@ __device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], co
             tc_conv1_load<C, MB>(smw, b0, b8, off, s + 1, lane, ah[(s + 1) & 1], al[(s + 1) & 1], bh[(s + 1) & 1],
                                  bl[(s + 1) & 1]);
         tc_mma_passes<C, MB, 4, 8, false, ABL_CONV1>(acc, ah[s & 1], al[s & 1], bh[s & 1], bl[s & 1],
-                                                     tc_mma_on<C, ABL_CONV1>(smw));
+                                                     TC_MMA_ON(C, ABL_CONV1, smw));
     }
 }
 
@@ -334,10 +339,10 @@ __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc
     tc_zero<MB, 4>(acc3);
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-        if (tc_skip_phase<C, ABL_ZGEMM>(smw)) break;
+        if (TC_SKIP_PHASE(C, ABL_ZGEMM, smw)) break;
         u32 ah[MB][4], al[MB][4];
         tc_to_a<C, MB, 4>(acc2, k, ah, al);
-        tc_mma_k<C, MB, 4, ABL_ZGEMM>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4, tc_mma_on<C, ABL_ZGEMM>(smw));
+        tc_mma_k<C, MB, 4, ABL_ZGEMM>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4, TC_MMA_ON(C, ABL_ZGEMM, smw));
     }
     const int r0 = lane >> 2, cq = lane & 3;
 #pragma unroll
@@ -372,10 +377,10 @@ __device__ __forceinline__ void tc_conv2_z(const u32* smw, float* Z, const float
     tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        if (tc_skip_phase<C, ABL_CONV2>(smw)) break;
+        if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) break;
         u32 ah[MB][4], al[MB][4];
         tc_to_a<C, MB, 8>(acc, k, ah, al);
-        tc_mma_k<C, MB, 4, ABL_CONV2>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4, tc_mma_on<C, ABL_CONV2>(smw));
+        tc_mma_k<C, MB, 4, ABL_CONV2>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4, TC_MMA_ON(C, ABL_CONV2, smw));
     }
     tc_z<C, MB, CS>(smw, Z, acc2, rr, xb, ok, lane);
 }
@@ -474,7 +479,7 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
         const uint4* Wp = reinterpret_cast<const uint4*>(smw + C::O_W1P + (py * 2 + px) * C::NSPL * C::W1P) + lane;
         float acc[MB][8][4];
         tc_zero<MB, 8>(acc);
-        if (!tc_skip_phase<C, ABL_CONV1>(smw)) {
+        if (!TC_SKIP_PHASE(C, ABL_CONV1, smw)) {
             u32 a[2][MB][4];
             uint4 bh[2][4], bl[2][4];
             tc_fold_load<C, MB>(L, b0, Wp, 0, a[0], bh[0], bl[0]);
@@ -482,7 +487,7 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
             for (int s = 0; s < 4; ++s) {
                 if (s + 1 < 4) tc_fold_load<C, MB>(L, b0, Wp, s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
                 tc_mma_passes<C, MB, 4, 8, true, ABL_CONV1>(acc, a[s & 1], a[s & 1], bh[s & 1], bl[s & 1],
-                                                            tc_mma_on<C, ABL_CONV1>(smw));
+                                                            TC_MMA_ON(C, ABL_CONV1, smw));
             }
         }
 #pragma unroll
@@ -623,13 +628,13 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
         tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll 1
         for (int dy = 0; dy < F2; ++dy) {
-            if (tc_skip_phase<C, ABL_CONV2>(smw)) break;
+            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) break;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[m] + dy) % C::C1) * C::RW1 + xb[m] + lrow) << 7);
             tc_conv2_tap_row<C, F2, MB>(acc2, row, W2 + dy * F2 * 8 * 32, C::W2F / 4, lrow, lhi,
-                                        tc_mma_on<C, ABL_CONV2>(smw));
+                                        TC_MMA_ON(C, ABL_CONV2, smw));
         }
         tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
     }
@@ -660,7 +665,7 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
 #pragma unroll 1
     for (int dy = 0; dy < F2; ++dy) {
         __syncthreads();  // nobody reads the previous row's fragments any more
-        if (!tc_skip<C, ABL_STREAM>(smw)) {
+        if (!TC_SKIP(C, ABL_STREAM, smw)) {
             const uint4* src = reinterpret_cast<const uint4*>(weights) + dy * (C::W2S / 4);
             uint4* dst = reinterpret_cast<uint4*>(smw + C::O_W2F);
             for (int i = threadIdx.x; i < C::NSPL * C::W2S / 4; i += NT) {
@@ -671,12 +676,13 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
         __syncthreads();
 #pragma unroll
         for (int jj = 0; jj < JMAX; ++jj) {
-            if (warp + jj * C::NW >= njobs || tc_skip_phase<C, ABL_CONV2>(smw)) continue;  // warp-uniform
+            if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
+            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) continue;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
-            tc_conv2_tap_row<C, F2, MB>(acc2[jj], row, W2, C::W2S / 4, lrow, lhi, tc_mma_on<C, ABL_CONV2>(smw));
+            tc_conv2_tap_row<C, F2, MB>(acc2[jj], row, W2, C::W2S / 4, lrow, lhi, TC_MMA_ON(C, ABL_CONV2, smw));
         }
     }
 #pragma unroll
@@ -689,7 +695,7 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
 template <class C, int F2, int NT>
 __device__ __forceinline__ void tc_stream_part(u32* smw, const u32* __restrict__ weights, int buf, int w) {
     constexpr int NU = C::SPART_, UQ = C::W2U / 4;  // uint4 per part and copy
-    if (tc_skip<C, ABL_STREAM>(weights, true)) return;  // the global array: part 0 goes before any barrier
+    if (TC_SKIP(C, ABL_STREAM, weights, true)) return;  // the global array: part 0 goes before any barrier
     const int dy = w / NU, part = w - dy * NU;
     const uint4* src = reinterpret_cast<const uint4*>(weights) + (dy * C::W2S + part * C::W2U) / 4;
     const u32 dst = smem_u32(smw + C::O_W2F + buf * C::NSPL * C::W2U);
@@ -763,12 +769,13 @@ __device__ int tc_conv2_ring_z_pipe(u32* smw, const u32* __restrict__ weights, c
         const uint4* Wu = reinterpret_cast<const uint4*>(smw + C::O_W2F + (u & 1) * C::NSPL * C::W2U) + lane;
 #pragma unroll
         for (int jj = 0; jj < JMAX; ++jj) {
-            if (warp + jj * C::NW >= njobs || tc_skip_phase<C, ABL_CONV2>(smw)) continue;  // warp-uniform
+            if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
+            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) continue;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
-            tc_conv2_tap_steps<C, TU, MB>(acc2[jj], row, Wu, C::W2U / 4, t0, lrow, lhi, tc_mma_on<C, ABL_CONV2>(smw));
+            tc_conv2_tap_steps<C, TU, MB>(acc2[jj], row, Wu, C::W2U / 4, t0, lrow, lhi, TC_MMA_ON(C, ABL_CONV2, smw));
         }
     }
 #pragma unroll
@@ -848,9 +855,8 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     }
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
-    const bool no_input = tc_skip<C, ABL_INPUT>(weights, true);
     if (folding) {
-        if (no_input)
+        if (TC_SKIP(C, ABL_INPUT, weights, true))
             __syncthreads();  // the weights' copy, as the input stage's last barrier
         else
             tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);
@@ -862,7 +868,7 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
             off[i] = p < 45 ? (p / 5) * C::Y0WW + p % 5 : 8 * C::Y0WW + (p - 45);
         }
         unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
-        if (no_input) {
+        if (TC_SKIP(C, ABL_INPUT, weights, true)) {
             __syncthreads();  // as above (the tap offsets are still needed: conv1 reads shared memory by them)
         } else {
             fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1,
