@@ -52,7 +52,7 @@ def bits(*names: str) -> int:
 # spills); "ring": f2 > 1 with room (a whole MMA phase branched away); "stream": conv2's weights
 # streamed. One phase each, then combinations that leave one part standing.
 VARIANTS: list[tuple[str, int, str]] = [
-    ("full (as offered)", 0, "all"),
+    ("full (ABLATE 0: the tile as srgpu builds it)", 0, "all"),
     ("no input stage (bicubic / LR tile load)", bits("INPUT"), "all"),
     ("conv1 MMAs off (fragment loads kept)", bits("CONV1"), "room"),
     ("conv2 MMAs off (fragment loads kept)", bits("CONV2"), "room"),
