@@ -45,11 +45,13 @@ def video_line(path: Path) -> str:
 
 
 def run_both(src: Path, tmp: Path, engine: BicubicEngine, options: VideoOptions = MEDIUM, suffix: str = ".mp4",
-             chunk_seconds: float = 0.3, least: int = 2) -> tuple[Path, Path, chunked.ChunkedJob]:
-    """The single pipeline's output and the chunked one's, of the same source and settings."""
+             chunk_seconds: float = 0.3, least: int = 2, workers: int = 1) -> tuple[Path, Path, chunked.ChunkedJob]:
+    """The single pipeline's output and the chunked one's, of the same source and settings
+    (``workers``: the count the chunks are planned for; they run in this process)."""
     single, parts = tmp / f"single{suffix}", tmp / f"chunked{suffix}"
     upscale_video(src, single, engine, options)
-    cj = chunked.plan_chunked(src, parts, engine.scale, IDENTITY, options, chunk_seconds=chunk_seconds)
+    cj = chunked.plan_chunked(src, parts, engine.scale, IDENTITY, options, chunk_seconds=chunk_seconds,
+                              workers=workers)
     assert not isinstance(cj, str), cj
     assert len(cj.chunks) >= least
     result = chunked.upscale_chunked(cj, InProcess(engine))
@@ -128,6 +130,38 @@ def test_plan_snaps_to_cut_points() -> None:
     assert [c.start for c in plan[1:]] == [14, 28, 35] and [c.end for c in plan[:-1]] == [14, 28, 35]
     assert plan[1].seek_us == 14 * 40_000
     assert Chunk.from_json(plan[2].as_json()) == plan[2]
+    assert all(c.keyframe is None for c in plan)  # one worker: whole GOPs only
+
+
+def test_plan_cuts_inside_gops_for_equal_chunks() -> None:
+    """With several workers and keyframes too far apart for equal chunks, a boundary stays at the
+    ideal frame: that chunk seeks to the keyframe before it and drops what precedes its start."""
+    tb = Fraction(1, 25)
+    n = 100
+    scan = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)),
+                                        tuple(i % 30 == 0 for i in range(n))))
+    assert not isinstance(scan, str)
+    plan = chunks.plan(scan, 4, chunk_seconds=1.0)  # 4 chunks of 25 frames, keyframes every 30
+    assert [(c.first, c.last) for c in plan] == [(0, 25), (25, 50), (50, 75), (75, 100)]
+    assert [c.keyframe for c in plan] == [None, None, 30, 60]  # the second decodes from the start of the file
+    assert [c.seek_us for c in plan] == [None, None, 30 * 40_000, 60 * 40_000]
+    window = plan[2].window()
+    assert (window.start, window.end, window.keyframe) == (50, 75, 30) and window.seek == 1.2
+    assert plan[2].window(from_start=True) == FrameWindow(50, 75, None, None)
+    assert Chunk.from_json(plan[3].as_json()) == plan[3]
+    old = {k: v for k, v in plan[1].as_json().items() if k != "keyframe"}  # a manifest of before
+    assert Chunk.from_json(old).keyframe is None
+    # a keyframe within a tenth of a chunk of the ideal boundary is taken
+    near = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)),
+                                        tuple(i in (0, 24, 51, 75) for i in range(n))))
+    assert not isinstance(near, str)
+    assert [c.first for c in chunks.plan(near, 4, chunk_seconds=1.0)] == [0, 24, 51, 75]
+    # no keyframe within a chunk before the boundary (50, 75): the nearest keyframe, however far
+    # (25 is within a chunk of the start of the file)
+    sparse = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)),
+                                          tuple(i in (0, 90) for i in range(n))))
+    assert not isinstance(sparse, str)
+    assert [c.first for c in chunks.plan(sparse, 4, chunk_seconds=1.0)] == [0, 25, 90]
 
 
 def test_a_window_decodes_exactly_its_frames(tmp_path: Path) -> None:
@@ -217,6 +251,30 @@ def test_open_gop_hevc(tmp_path: Path, engine: BicubicEngine) -> None:
     assert any(c.first in cj.scan.open_cuts for c in cj.chunks[1:])
     assert_same_timing(single, parts, audio=True)
     assert "hevc" in video_line(parts)
+
+
+@pytest.mark.parametrize("kind", ["h264-open-gop", "hevc-open-gop"])
+def test_chunks_that_start_inside_a_gop(tmp_path: Path, engine: BicubicEngine, kind: str) -> None:
+    """Keyframes every 12 frames, chunks of 7-8 planned for two workers: boundaries fall inside
+    GOPs (open ones, with B-frames), each such chunk decodes from the keyframe before it and drops
+    what precedes its start. ffv1: the decoded output is the single pipeline's, sample for sample,
+    every frame at its time, the audio the same."""
+    if kind == "h264-open-gop":
+        src = make_clip(tmp_path / "og.mp4", frames=40, codec="libx264", audio="aac",
+                        out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=12) + ":open-gop=1"))
+    else:
+        src = make_clip(tmp_path / "og.mkv", frames=40, codec="libx265", audio="libopus",
+                        out_args=("-preset", "ultrafast", "-x265-params",
+                                  "log-level=error:keyint=12:min-keyint=12:scenecut=0:open-gop=1:bframes=3"))
+    options = VideoOptions(EncodeOptions(codec="ffv1"))
+    single, parts, cj = run_both(src, tmp_path, engine, options, suffix=".mkv", workers=2)
+    inside = [c for c in cj.chunks if c.keyframe is not None]
+    assert len(inside) >= 2 and all(c.first not in cj.scan.cuts for c in inside)
+    assert any(c.seek_us is None for c in cj.chunks[1:] if c.first < 12)  # the first GOP: from the start
+    assert_same_timing(single, parts, audio=True)
+    got, want = decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96)
+    assert len(got) == len(want) == 40
+    assert_same_frames(got, want)
 
 
 def test_boundary_on_the_last_frame(tmp_path: Path, engine: BicubicEngine) -> None:

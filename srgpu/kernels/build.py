@@ -38,8 +38,10 @@ def load_source(filename: str) -> str:
     return expand(filename)
 
 
+@lru_cache(maxsize=1)
 def sources_digest() -> str:
-    """Hash of every kernel source: a plan measured with other kernels is stale."""
+    """Hash of every kernel source: a plan measured with other kernels is stale. Once per process
+    (the sources are the installed package's; a folder of many sizes asks once per size)."""
     h = hashlib.sha256()
     for p in sorted(KERNEL_DIR.glob("*.cu")) + sorted(KERNEL_DIR.glob("*.cuh")):
         h.update(p.name.encode())

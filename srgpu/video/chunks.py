@@ -1,8 +1,11 @@
 """Where a long video is cut into chunks: the source's keyframes, read from its packets, and how
 many chunks are worth making (a cost model), each a frame-exact window of the stream.
 
-A chunk is the frames whose presentation timestamps lie in [start, end): cut at keyframes, so
-that each chunk decodes on its own. The scan reads every packet of the video stream (demuxed,
+A chunk is the frames whose presentation timestamps lie in [start, end): cut at keyframes where
+one lies near the ideal boundary, so that each chunk decodes on its own; where the keyframes are
+too far apart for chunks of equal work (a 10 s GOP and 7 s chunks), inside a GOP: that chunk
+decodes from the keyframe before its start and drops the frames before its start after decoding
+(a few frames of decoding, against a worker idle while another finishes a longer chunk). The scan reads every packet of the video stream (demuxed,
 not decoded: timestamps, durations, keyframe flags, in file order) once; a keyframe is a cut
 point when every frame decoded before it is shown before it (otherwise a frame of the chunk
 before would be decoded after the cut). An open-GOP keyframe (an HEVC CRA, an H.264 recovery
@@ -17,7 +20,7 @@ processes, the engine's buffers, the encoder's lookahead filling and emptying, a
 about ``IMBALANCE`` of one chunk's work. The job's time is then about N/W + n*c/W + b*N/n
 (N frames, n chunks, c the overhead): n = sqrt(b*N*W/c) chunks, rounded up to a multiple of W,
 each between MIN_CHUNK_SECONDS and MAX_CHUNK_SECONDS long (the longest also bounds what an
-interruption costs). One worker has no imbalance: its chunks are MAX_CHUNK_SECONDS long, for
+interruption costs), and still a multiple of W where those bounds clamp it. One worker has no imbalance: its chunks are MAX_CHUNK_SECONDS long, for
 resume. ``chunk_seconds`` forces the length instead (tests, and users who know better).
 """
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -38,6 +41,10 @@ from .verify import StreamPackets, stream_packets
 CHUNK_OVERHEAD_FRAMES = 48  # start-up and drain of one chunk, in frames of work (see the docstring)
 IMBALANCE = 0.3  # of one chunk's work, lost at the end of the last round when W > 1
 MIN_CHUNK_SECONDS = 4.0
+# a boundary moves to the nearest keyframe when that is within this share of a chunk's frames of
+# the ideal cut; further away, it cuts inside the GOP (decoding from the keyframe before, which
+# must lie within one chunk's frames of it: no chunk decodes more than twice its frames)
+SNAP_SHARE = 0.1
 MAX_CHUNK_SECONDS = 60.0
 # shorter videos keep the single pipeline (unless chunk_seconds is given): it overlaps decoding,
 # the engine and encoding already, and a short video is quickly redone; with one worker, chunks
@@ -90,6 +97,7 @@ class Chunk:
     start: int | None
     end: int | None
     seek_us: int | None  # where the demuxer seeks (microseconds, the stream's own clock); None: from the start
+    keyframe: int | None = None  # the pts decoding starts at, for a chunk that starts inside a GOP
 
     @property
     def frames(self) -> int:
@@ -99,20 +107,23 @@ class Chunk:
         """The reader's window for this chunk; ``from_start``: decode from the start of the file (the
         fallback where seeking did not give the chunk's frames)."""
         seek = None if from_start or self.seek_us is None else self.seek_us / 1_000_000
-        return FrameWindow(self.start, self.end, seek)
+        return FrameWindow(self.start, self.end, seek, None if seek is None else self.keyframe)
 
     def as_json(self) -> dict:
         return {"index": self.index, "first": self.first, "last": self.last, "start": self.start,
-                "end": self.end, "seek_us": self.seek_us}
+                "end": self.end, "seek_us": self.seek_us, "keyframe": self.keyframe}
 
     @classmethod
     def from_json(cls, data: dict) -> "Chunk":
-        fields = ("index", "first", "last", "start", "end", "seek_us")
+        fields = ("index", "first", "last", "start", "end", "seek_us", "keyframe")
+        if isinstance(data, dict) and "keyframe" not in data:
+            data = {**data, "keyframe": None}  # written before chunks could start inside a GOP
         if not isinstance(data, dict) or set(data) != set(fields):
             raise ValueError("not a chunk")
         for k in fields:
             v = data[k]
-            if not (v is None and k in ("start", "end", "seek_us")) and (not isinstance(v, int) or isinstance(v, bool)):
+            if not (v is None and k in ("start", "end", "seek_us", "keyframe")) and (
+                    not isinstance(v, int) or isinstance(v, bool)):
                 raise ValueError(f"bad chunk field {k}")
         return cls(**data)
 
@@ -171,22 +182,32 @@ def chunk_count(frames: int, fps: float, workers: int, chunk_seconds: float | No
         return least
     n = math.sqrt(IMBALANCE * frames * workers / CHUNK_OVERHEAD_FRAMES)
     n = math.ceil(max(n, workers) / workers) * workers
-    return max(least, min(n, most))
+    if n > most:  # chunks this short are not worth it: fewer, still whole rounds where possible
+        n = most // workers * workers or most
+    return max(least, n)
 
 
 def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> tuple[Chunk, ...]:
-    """The chunks: the ideal equal cuts snapped to the nearest cut points (a keyframe can serve one
-    boundary only, and chunks never come out empty)."""
+    """The chunks: the ideal equal cuts, each snapped to the nearest cut point within SNAP_SHARE of
+    a chunk, else (several workers) kept where it is, inside a GOP whose keyframe lies within a
+    chunk before it, else snapped to the nearest cut point however far (a keyframe serves one boundary only, and
+    chunks never come out empty)."""
     fps = scan.frames / scan.seconds() if scan.seconds() > 0 else 25.0
     n = chunk_count(scan.frames, fps, workers, chunk_seconds)
     bounds: list[int] = []
     if n > 1 and scan.cuts:
+        length = scan.frames / n
         for k in range(1, n):
-            ideal = k * scan.frames / n
+            ideal = k * length
             j = bisect_left(scan.cuts, ideal)
             near = [c for c in (scan.cuts[j - 1] if j > 0 else None, scan.cuts[j] if j < len(scan.cuts) else None)
                     if c is not None]
             best = min(near, key=lambda c: (abs(c - ideal), c))
+            inside = round(ideal)
+            before = _cut_at_or_before(scan, inside) or 0  # 0: decoded from the start of the file
+            if (workers > 1 and abs(best - ideal) > SNAP_SHARE * length
+                    and inside - before <= length):  # one worker: chunks serve resume, not balance
+                best = inside
             if (not bounds or best > bounds[-1]) and 0 < best < scan.frames:
                 bounds.append(best)
     edges = [0, *bounds, scan.frames]
@@ -194,9 +215,19 @@ def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> 
     for index, (first, last) in enumerate(zip(edges, edges[1:])):
         start = scan.pts[first] if first > 0 else None
         end = scan.pts[last] if last < scan.frames else None
-        seek_us = None if start is None else math.floor(start * scan.time_base * 1_000_000)
-        chunks.append(Chunk(index, first, last, start, end, seek_us))
+        key = _cut_at_or_before(scan, first) if first > 0 else None
+        keyframe = scan.pts[key] if key is not None and key != first else None
+        # at a cut: seek to it; inside a GOP: to its keyframe, else (the first GOP) no seek at all
+        seek_from = start if key == first else keyframe
+        seek_us = None if seek_from is None else math.floor(seek_from * scan.time_base * 1_000_000)
+        chunks.append(Chunk(index, first, last, start, end, seek_us, keyframe))
     return tuple(chunks)
+
+
+def _cut_at_or_before(scan: SourceScan, position: int) -> int | None:
+    """The last cut point at or before ``position`` (a frame's place in presentation order)."""
+    j = bisect_right(scan.cuts, position)
+    return scan.cuts[j - 1] if j > 0 else None
 
 
 def decoder_time_base(src: Path, stream_index: int, decoder: str | None = None) -> Fraction | None:

@@ -60,22 +60,26 @@ _BENIGN_AFTER_SEEK = "mmco: unref short failure"
 class FrameWindow:
     """The frames of a stream whose timestamps (ticks of its time base) are ``start <= pts <
     end`` (None: from the first, to the last). ``seek``: seconds (the stream's own timestamps) to
-    seek the demuxer to first, at or before the keyframe that starts the window; every packet
-    presented before ``start`` is then dropped before the decoder, so that decoding starts at that
-    keyframe without the leading pictures of an open GOP (they belong to the window before, which
-    decodes past its end for them). None: decode from the start of the file and drop the frames
+    seek the demuxer to first, at or before the keyframe where decoding starts: ``keyframe`` (its
+    pts; None: ``start``, the window starts at a keyframe). Every packet presented before that
+    keyframe is dropped before the decoder, so that decoding starts there without the leading
+    pictures of an open GOP (they belong to the window before, which decodes past its end for
+    them); frames decoded from the keyframe up to ``start`` are dropped after decoding (a window
+    that starts inside a GOP). ``seek`` None: decode from the start of the file and drop the frames
     before ``start`` after decoding (always right, slower)."""
 
     start: int | None = None
     end: int | None = None
     seek: float | None = None
+    keyframe: int | None = None
 
     def input_args(self, stream_index: int) -> list[str]:
         if self.seek is None:
             return []
         args = ["-seek_timestamp", "1", "-noaccurate_seek", "-ss", f"{max(self.seek, 0.0):.6f}"]
-        if self.start is not None:
-            args += [f"-bsf:{stream_index}", f"noise=drop=lt(pts\\,{self.start})"]
+        first = self.keyframe if self.keyframe is not None else self.start
+        if first is not None:
+            args += [f"-bsf:{stream_index}", f"noise=drop=lt(pts\\,{first})"]
         return args
 
     def trim(self) -> str | None:
