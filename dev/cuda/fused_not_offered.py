@@ -21,20 +21,12 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # 16-row chunks, so that each warp's conv2 job holds 4 blocks (192 shared bytes read per MMA, not 256)
     ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),
-                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),
-                       # issue 17, 2026-11-24: the offered 16-row tile (spart 1) 60 rows high: 64 Z rows
-                       # are 4 full chunks (64 rows end with a 4-row chunk: 2 conv2 jobs on 8 warps under
-                       # a full weight stream) and 2160 = 36 x 60 output rows, no partial tile row
-                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1)],
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2)],
     # two blocks of 8 warps per SM (96-108 KiB each, registers capped at 128): one block's bicubic,
     # barriers and conv3 sums overlap the other's MMAs, where one block of 16 warps waits at its barriers
     ("fp16-fast", 1): [dict(th=66, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),
                        dict(th=64, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),
-                       dict(th=66, rw=64, r=6, nt=256, mb1=1, mb2=1, fold=1, minb=2),
-                       # issue 17, 2026-11-24: the offered tile in 24-row chunks: 70 Z rows in 3 chunks
-                       # (24, 24, 22) instead of 5 (16 x 4, 6): the same 9 rounds of 16 warps' jobs, 6
-                       # chunk barriers and 3 conv3 tails instead of 10 and 5 (220.9 KiB: one block per SM)
-                       dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1)],
+                       dict(th=66, rw=64, r=6, nt=256, mb1=1, mb2=1, fold=1, minb=2)],
 }
 
 
