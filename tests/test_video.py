@@ -388,6 +388,19 @@ def test_a_failure_while_the_pipeline_starts_leaves_no_decoder_running(tmp_path:
     assert ffmpeg_children() == [] and not job.plan.tmp.exists()
 
 
+@pytest.mark.parametrize("rate", ["25", "30000/1001"])
+def test_the_encoder_plans_at_the_sources_frame_rate(tmp_path: Path, bicubic2: BicubicEngine, rate: str) -> None:
+    """x265 is told the source's frame rate (its settings, written into the stream, say so), not
+    the pipe's nanosecond clock: its rate control spends the bits its CRF asks for at that rate."""
+    src = make_clip(tmp_path / "src.mkv", frames=6, vf=f"fps={rate}")
+    dst = tmp_path / "out.mkv"
+    upscale_video(src, dst, bicubic2, VideoOptions(EncodeOptions(codec="libx265", preset="ultrafast")))
+    settings = re.search(rb"x265 \(build.*?fps=(\d+)/(\d+)", dst.read_bytes(), re.S)
+    assert settings is not None
+    fps = Fraction(int(settings.group(1)), int(settings.group(2)))
+    assert abs(fps - Fraction(rate)) < Fraction(1, 1000), fps
+
+
 def test_full_range_kept_exactly(tmp_path: Path, engine2: CPUEngine) -> None:
     """A full-range (yuvj420p, 'pc') H.264 source stays full range: no range squeeze on the way
     in or out (lossless x264 on both ends shows the pixels are exactly the engine's)."""
