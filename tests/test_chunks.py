@@ -251,6 +251,9 @@ def test_open_gop_hevc(tmp_path: Path, engine: BicubicEngine) -> None:
     assert any(c.first in cj.scan.open_cuts for c in cj.chunks[1:])
     assert_same_timing(single, parts, audio=True)
     assert "hevc" in video_line(parts)
+    # both encoders planned at the same rate, the source's 25 frames a second (x265's own settings)
+    rates = [re.search(rb"x265 \(build.*?fps=(\d+/\d+)", f.read_bytes(), re.S) for f in (single, parts)]
+    assert [m.group(1) if m else None for m in rates] == [b"25/1", b"25/1"]
 
 
 @pytest.mark.parametrize("kind", ["h264-open-gop", "hevc-open-gop"])

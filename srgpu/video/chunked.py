@@ -210,7 +210,9 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     tmp = outputs.temp_path(task.path)
     plan = replace(job.plan, tmp=tmp, muxer="matroska", rotation=0.0, source_streams=False,
                    streams=(_chunk_stream(job, task.encoder_threads),),
-                   frame_duration_ns=round(task.frame_duration * task.time_base * 1_000_000_000))
+                   # the rate the single pipeline tells the encoder (the source's), else the typical step
+                   frame_duration_ns=job.plan.frame_duration_ns
+                   or round(task.frame_duration * task.time_base * 1_000_000_000))
     args: dict[str, Any] = dict(job.reader_args)
     timing = None
     if nvdec is not None:
