@@ -93,8 +93,9 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
 
 # encoders that spread one 4K stream over every core of the machine by themselves: running several
 # at once only adds contention. Measured on the H100 machine (16 cores, BENCHMARKS.md "Chunked
-# videos", 2026-11-23/24): 2-4 chunk workers on one GPU ran at 0.61-0.85x one srgpu process with
-# x264 ultrafast, veryfast and medium; x265 medium gained 1.25x over plain ffmpeg.
+# videos", 2026-11-23/24): 2-4 chunk workers on one GPU ran at 0.61-0.93x one srgpu process with
+# x264 ultrafast, veryfast and medium (x264 medium fills ~12 of 16 cores alone); x265 medium gained
+# 1.36-1.43x over plain ffmpeg with equal chunks.
 SELF_PARALLEL_ENCODERS = frozenset({"libx264"})
 
 
