@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU engine stage of a folder alone (no reading or writing): every image of FOLDER decoded
 first, then submitted to engine.image_processor() in the pipeline's order, twice (the second pass
-with every size known); prints the per-image time of each pass and a cProfile of the first (main
+with every size known); prints the per-image time of each pass and a cProfile of one (main
 thread: the stage that runs the engine).
 
     python3 dev/profile_folder_engine.py /tmp/srgpu-folders/small [--model 9-1-5] [--passes 2]
@@ -43,13 +43,14 @@ def main() -> int:
     ap.add_argument("--model", default="9-1-5")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--profile-pass", type=int, default=0, help="the pass profiled (0: every size new)")
     args = ap.parse_args()
     images = [cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(args.folder.iterdir())]
     engine = create_engine("cuda", resolve_model(args.model, 2), 2, GPUOptions(precision="auto"))
     processor = engine.image_processor()
     prof = cProfile.Profile()
     for i in range(args.passes):
-        if i == 0:  # the first pass meets every size anew: that is what is profiled
+        if i == args.profile_pass:  # pass 0 meets every size anew
             prof.enable()
         took = one_pass(processor, images)
         prof.disable()

@@ -613,6 +613,9 @@ class _Ticket:
     def wait(self) -> np.ndarray:
         return self._pixels
 
+    def ready(self) -> bool:
+        return True
+
 
 class _PlaneProcessor:
     """Images through ``upscale_image`` on the calling thread, RGB: the exact path, for engines
@@ -887,7 +890,9 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         clock.add("input_pixels", 0.0, data.pixels.shape[0] * data.pixels.shape[1])
         in_flight.append(_InFlight(entry.index, entry.job, entry.started, entry.go, data, ticket,  # type: ignore[arg-type]
                                    entry.held))
-        while len(in_flight) > processor.in_flight:
+        # the oldest is waited for once enough are queued; before that, whatever is done already
+        # goes on to the writers at once (they would otherwise idle while groups fill)
+        while in_flight and (len(in_flight) > processor.in_flight or _ready(in_flight[0].ticket)):
             hand_on(in_flight.popleft())
 
     def finish_in_flight() -> None:
@@ -931,6 +936,12 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         if resume is not None:
             resume.close()  # after the writers: every output they published is in the journal
     return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
+
+
+def _ready(ticket: object) -> bool:
+    """Whether a ticket's result is there without waiting (a ticket that cannot say: no)."""
+    ready = getattr(ticket, "ready", None)
+    return bool(ready()) if ready is not None else False
 
 
 def image_processor_for(engine: Engine) -> ImageProcessor:

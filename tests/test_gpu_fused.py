@@ -278,6 +278,38 @@ def test_fold_path_matches_reference(cp, precision: str) -> None:
         assert exact_x2_tiles > 0, cfg.label  # the fold path ran (tall tiles: in the 270 x 480 frame)
 
 
+@pytest.mark.parametrize("precision", fused.ARITHMETICS)
+def test_a_batch_of_planes_in_one_launch(cp, precision: str) -> None:
+    """Planes of one size as a batch (N, h, w), one launch (grid z; the image path's groups): every
+    plane bit for bit what it gives alone (which the tests above check against the reference),
+    every output written (two poisons), the plane after the batch untouched; an exact x2 (the FOLD
+    tiles where the tile has them), an odd x3, a float input; 9-1-5 and 9-5-5."""
+    rng = np.random.default_rng(61)
+    n = 3
+    for arch in ("9-1-5", "9-5-5"):
+        model = MODELS[arch]
+        configs = fused.candidate_configs(precision, model.f2)[:2]
+        configs += [c for c in fused.candidate_configs(precision, model.f2) if c.fold][:1]
+        for cfg in configs:
+            net = fused.FusedSRCNN(model, precision, config=cfg)
+            for dtype, lr_shape, out_shape in ((np.uint8, (101, 97), (202, 194)), (np.uint16, (37, 53), (111, 159)),
+                                               (np.float32, (30, 41), (60, 82))):
+                planes = np.stack([random_plane(lr_shape, dtype, rng) for _ in range(n)])
+                top = max_value(dtype)
+                alone = [net.run(cp.asarray(p), out_shape, top).get() for p in planes]
+                outs = []
+                for poison in ((0, 255) if dtype == np.uint8 else (0, 65535) if dtype == np.uint16 else (-1.0, 9.0)):
+                    out = cp.full((n + 1,) + out_shape, poison, dtype=dtype)
+                    net.run(cp.asarray(planes), out_shape, top, out=out[:n])
+                    got = out.get()
+                    assert (got[n] == poison).all(), (cfg.label, "wrote past the batch")
+                    outs.append(got[:n])
+                np.testing.assert_array_equal(outs[0], outs[1], err_msg=f"{cfg.label}: unwritten samples")
+                for i in range(n):
+                    np.testing.assert_array_equal(outs[0][i], alone[i], err_msg=f"{cfg.label} {arch} plane {i}")
+                print(f"{net.name} batch of {n} {np.dtype(dtype).name} {lr_shape}->{out_shape}: equal to alone")
+
+
 def test_strided_input_and_output(cp) -> None:
     rng = np.random.default_rng(37)
     model = MODELS["9-1-5"]

@@ -73,6 +73,44 @@ def _plane(shape: tuple[int, int], dtype: type, max_value: float, seed: int) -> 
     return rng.integers(0, int(max_value) + 1, shape).astype(dtype)
 
 
+@pytest.mark.parametrize("dtype, max_value", [(np.uint8, 255), (np.uint16, 1023), (np.float32, 1.0)],
+                         ids=["u8", "u10", "f32"])
+@pytest.mark.parametrize("in_shape, out_shape", [((13, 7), (26, 14)), ((17, 33), (51, 99)), ((12, 12), (12, 30))],
+                         ids=["13x7-x2", "17x33-x3", "columns-first"])
+def test_bicubic_kernel_on_a_batch_of_planes(in_shape, out_shape, dtype, max_value) -> None:
+    """A batch (N, h, w) in one launch per pass (grid z): each plane equal to the canonical
+    reference on its own, every output sample written (NaN / 0xAB poison), nothing written past
+    the batch (a poisoned plane after it stays so)."""
+    import cupy as cp
+
+    from srgpu.kernels import bicubic
+    from srgpu.kernels.build import device_limits
+
+    n = 3
+    planes = np.stack([_plane(in_shape, dtype, max_value, seed=70 + i) for i in range(n)])
+    bic = bicubic.Bicubic(0, device_limits(0))
+    poison = 0xAB if dtype != np.float32 else np.nan
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        tmp = cp.full((n,) + bicubic.intermediate_shape(in_shape, out_shape), np.nan, dtype=np.float32)
+        raw = cp.full((n + 1,) + out_shape, np.nan, dtype=np.float32)
+        final = cp.full((n + 1,) + out_shape, poison, dtype=dtype)
+        bic.resize(cp.asarray(planes), raw[:n], tmp, max_value, False, stream)
+        bic.resize(cp.asarray(planes), final[:n], tmp, max_value, True, stream)
+        got_raw, got_final = raw.get(stream=stream), final.get(stream=stream)
+        alone = cp.full(out_shape, poison, dtype=dtype)
+        bic.resize(cp.asarray(planes[1]), alone, tmp[0], max_value, True, stream)
+        got_alone = alone.get(stream=stream)
+    for i in range(n):
+        err = float(np.max(np.abs(got_raw[i] - bicubic.reference(planes[i], out_shape, max_value))))
+        assert err <= 1e-6, (i, err)
+    assert np.isnan(got_raw[n]).all() and not np.isnan(got_raw[:n]).any()
+    np.testing.assert_array_equal(got_final[1], got_alone)  # a plane of a batch is what it gives alone
+    if dtype == np.float32:
+        assert np.isnan(got_final[n]).all()
+    else:
+        assert (got_final[n] == 0xAB).all()
+
+
 @pytest.mark.parametrize("in_shape, out_shape", BICUBIC_CASES, ids=[f"{a[1]}x{a[0]}-{b[1]}x{b[0]}" for a, b in BICUBIC_CASES])
 @pytest.mark.parametrize("dtype, max_value", [(np.uint8, 255), (np.uint16, 1023), (np.float32, 1.0)],
                          ids=["u8", "u10", "f32"])

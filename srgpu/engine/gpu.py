@@ -97,6 +97,7 @@ class GPUEngine(Engine):
         self._work: OrderedDict[Any, _Work] = OrderedDict()
         self._strips: OrderedDict[Any, tuple[Any, Any, Any]] = OrderedDict()
         self._strip_rows: dict[tuple[int, int], int] = {}
+        self._scratch_buf: Any = None
         with self._on_device(), self._guard("initialising the GPU engine"):
             from ..kernels.bicubic import Bicubic
             from ..kernels.conv import transpose_weights
@@ -152,6 +153,7 @@ class GPUEngine(Engine):
         self._io.clear()
         self._work.clear()
         self._strips.clear()
+        self._scratch_buf = None
 
     # ------------------------------------------------------------ device API (for pipelines)
 
@@ -164,19 +166,32 @@ class GPUEngine(Engine):
 
     def srcnn_device(self, src: Any, out: Any, max_value: float, bits: int | None = None) -> None:
         """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
-        (dtype uint8/uint16/float32) on ``self.stream``. ``bits``: the depth of the output this
-        plane ends up in (srgpu.plans.output_bits; default ``out``'s own: a float luma plane of an
-        8-bit image says 8). Work buffers are reused by the next call on this engine, which is
-        ordered after this one by the stream."""
-        in_shape, out_shape = tuple(src.shape), tuple(out.shape)
+        (dtype uint8/uint16/float32) on ``self.stream``; or of a batch of planes of one size,
+        (N, h, w) into (N, H, W), C-contiguous: one launch where the plan is fused. ``bits``: the
+        depth of the output this plane ends up in (srgpu.plans.output_bits; default ``out``'s own:
+        a float luma plane of an 8-bit image says 8). Work buffers are reused by the next call on
+        this engine, which is ordered after this one by the stream."""
+        in_shape, out_shape = tuple(src.shape[-2:]), tuple(out.shape[-2:])
         bits = output_bits(out.dtype, max_value) if bits is None else bits
         with self._on_device():
-            self._run_plan(self.plan_for(in_shape, out_shape, bits), src, out, max_value)
+            plan = self.plan_for(in_shape, out_shape, bits)
+            if src.ndim == 3 and plan.kind != "fused":  # the layer-wise path takes a plane at a time
+                for one, into in zip(src, out):
+                    self._run_plan(plan, one, into, max_value)
+            else:
+                self._run_plan(plan, src, out, max_value)
 
     def bicubic_device(self, src: Any, out: Any, max_value: float) -> None:
+        """Queue the bicubic upscale of ``src`` (h, w) into ``out`` (H, W), or of a batch of planes
+        of one size (N, h, w) into (N, H, W) (C-contiguous), on ``self.stream``."""
+        from ..kernels.bicubic import intermediate_shape
+
         with self._on_device():
-            work = self._work_buffers(tuple(src.shape), tuple(out.shape))
-            self.bicubic.resize(src, out, work.tmp, max_value, True, self.stream)
+            if src.ndim == 3:
+                tmp = self._scratch((src.shape[0],) + intermediate_shape(tuple(src.shape[1:]), tuple(out.shape[1:])))
+            else:
+                tmp = self._work_buffers(tuple(src.shape), tuple(out.shape)).tmp
+            self.bicubic.resize(src, out, tmp, max_value, True, self.stream)
 
     # ------------------------------------------------------------ plans
 
@@ -417,6 +432,15 @@ class GPUEngine(Engine):
                              cp.empty(out_shape, dtype=np.float32))
             _remember(self._work, key, work)
         return work
+
+    def _scratch(self, shape: tuple[int, ...]) -> Any:
+        """A float32 array of ``shape``, a view of one buffer grown as needed: the stream orders
+        every use after the last, as with the work buffers."""
+        n = int(np.prod(shape))
+        if self._scratch_buf is None or self._scratch_buf.size < n:
+            self._scratch_buf = None
+            self._scratch_buf = self._cp.empty(max(n, 1 << max(n - 1, 0).bit_length()), dtype=np.float32)
+        return self._scratch_buf[:n].reshape(shape)
 
     def _io_buffers(self, slot: int, in_shape: tuple[int, int], dtype: np.dtype,
                     out_shape: tuple[int, int]) -> tuple[Any, Any]:

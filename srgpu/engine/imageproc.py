@@ -9,18 +9,27 @@ once into pinned memory. Gray images skip the colour kernels. Several images are
 once on the mechanism the video frames use (srgpu.engine.overlap.SlotPipeline): while one is
 computed, the next is uploaded and the last downloaded.
 
-Images vary in size, so a slot's buffers are sized per image and kept while the next one has the
-same shapes (a folder of one camera's photos, a large photo's bands). A large image goes in bands
-of rows (srgpu.bands) of about ``band_output_pixels`` output pixels, so that device and pinned
-memory stay bounded; the bands overlap one another on the device.
+Small images go through in groups: images of one shape and sample type are gathered (up to
+``GROUP_OUTPUT_PIXELS`` output pixels; a few shapes at once, for folders that alternate portrait
+and landscape) and each step above runs once for the whole group, the kernels taking the images
+as a batch of planes (grid z). What a small image costs is then its samples' copies, not a dozen
+launches and copies of its own. A group goes to the device when it is full, when a ticket of it is
+waited for, or when a new shape needs its place; a shape's groups start small and double (one
+image, two, four ...), so that the first results come at once.
 
-Results are copied out of pinned memory when waited for (``wait()`` returns an array the caller
-owns, and the slot is free for the next image at once): the writers may hold an image for a while.
+A slot's buffers are views of buffers grown by capacity, so a new image size allocates nothing
+once the largest has been seen. A large image goes in bands of rows (srgpu.bands) of about
+``band_output_pixels`` output pixels, so that device and pinned memory stay bounded; the bands
+overlap one another on the device.
+
+Results are downloaded into pinned memory of their own, not the slot's (``wait()`` returns an array
+the caller owns, a view of its group's block, and the slot is free for the next group at once): the
+writers may hold an image for a while, and the engine's thread copies nothing out.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
@@ -34,13 +43,21 @@ if TYPE_CHECKING:
     from .gpu import GPUEngine
 
 GPU_BAND_OUTPUT_PIXELS = 8 * 2**20  # per band: ~0.3 GB of device buffers a slot at 16-bit RGBA
+GROUP_OUTPUT_PIXELS = GPU_BAND_OUTPUT_PIXELS  # a group's output pixels at most: a band's buffers serve it
+MAX_GROUP_IMAGES = 64
+OPEN_GROUPS = 4  # shapes gathered at once; a fifth sends the oldest group to the device
+KEPT_STARTS = 256  # shapes whose slow start is remembered
 MIN_PINNED_BYTES = 4 * 2**20
+MIN_OUTPUT_BYTES = 2**20
 RowsCallback = Callable[[int, int], None]
 
 
 class ImageTicket(Protocol):
     def wait(self) -> np.ndarray:
         """The upscaled image (the caller's to keep), once it is ready."""
+
+    def ready(self) -> bool:
+        """Whether ``wait()`` would return at once: results handed on as soon as they are done."""
 
 
 class ImageProcessor(Protocol):
@@ -56,63 +73,103 @@ class ImageProcessor(Protocol):
     def close(self) -> None: ...
 
 
+def _grown(nbytes: int, minimum: int = 1) -> int:
+    """A capacity for ``nbytes``: the next power of two, at least ``minimum``."""
+    return 1 << max(nbytes - 1, minimum - 1, 0).bit_length()
+
+
+def _output_block(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Pinned memory for a group's results, handed to the caller as they are (no copy on the
+    engine's thread: at 8 GB/s, copying out a small photo's 2 MB cost more than its whole trip
+    through the device). A block of a power-of-two size from CuPy's pinned pool, which takes it
+    back when the last of the group's images is dropped (written) and hands it to a later group."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return empty_pinned(_grown(nbytes, MIN_OUTPUT_BYTES), dtype=np.uint8)[:nbytes].view(dtype).reshape(shape)
+
+
 class _Buffers:
-    """One slot's buffers, by role: kept while the shapes stay, made anew when they change (only
-    ever while the slot is free, so no copy or kernel still uses the old ones)."""
+    """One slot's buffers, by role: views of a buffer per role that grows (to a power-of-two size)
+    when an image needs more, so that new sizes allocate nothing. Only ever touched while the slot
+    is free, so no copy or kernel still uses them."""
 
     def __init__(self, slot: _Slot) -> None:
         self.slot = slot
         self.pinned: dict[str, np.ndarray] = {}
         self.device: dict[str, Any] = {}
+        self._views: dict[str, tuple[tuple[int, ...], np.dtype, Any]] = {}  # the last view, by role
 
     def host(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A pinned array of ``shape``, a view of a buffer of a power-of-two size (at least
-        MIN_PINNED_BYTES) replaced by a larger one when too small: pinning memory costs about a
-        millisecond per call, so a folder of growing sizes makes a few, and CuPy's pinned pool,
-        which hands freed blocks back for requests of the same size, serves the next folder's."""
+        """A pinned array of ``shape``, a view of a buffer of at least MIN_PINNED_BYTES: pinning
+        memory costs about a millisecond per call, so a folder of growing sizes makes a few, and
+        CuPy's pinned pool, which hands freed blocks back for requests of the same size, serves
+        the next folder's."""
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         buf = self.pinned.get(role)
         if buf is None or buf.nbytes < nbytes:
             self.pinned.pop(role, None)
-            capacity = 1 << max(nbytes - 1, MIN_PINNED_BYTES - 1).bit_length()
-            buf = self.pinned[role] = empty_pinned(capacity, dtype=np.uint8)
+            buf = self.pinned[role] = empty_pinned(_grown(nbytes, MIN_PINNED_BYTES), dtype=np.uint8)
         return buf[:nbytes].view(dtype).reshape(shape)
 
     def dev(self, role: str, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        dtype = np.dtype(dtype)
+        last = self._views.get(role)
+        if last is not None and last[0] == shape and last[1] == dtype:
+            return last[2]
         import cupy as cp
 
-        arr = self.device.get(role)
-        if arr is None or tuple(arr.shape) != tuple(shape) or arr.dtype != dtype:
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        buf = self.device.get(role)
+        if buf is None or buf.nbytes < nbytes:
             self.device.pop(role, None)
             # allocated on the slot's stream: CuPy's pool hands a block back to the stream it came
             # from, and every use of this slot's blocks is complete when the slot is free
             with self.slot.stream:
-                arr = self.device[role] = cp.empty(shape, dtype=dtype)
-        return arr
+                buf = self.device[role] = cp.empty(_grown(nbytes), dtype=np.uint8)
+        view = buf[:nbytes].view(dtype).reshape(shape)
+        self._views[role] = (shape, dtype, view)
+        return view
+
+
+class _Group:
+    """Images of one shape and sample type, run through the device together (one piece: an image,
+    a band of one, or several small images)."""
+
+    def __init__(self, key: tuple[Any, ...], capacity: int,
+                 into: tuple[np.ndarray, slice, slice] | None = None) -> None:
+        self.key = key
+        self.capacity = capacity
+        self.into = into  # a band: where its rows go in the whole image
+        self.images: list[np.ndarray] = []
+        self.slot: _Slot | None = None
+        self.host_out: np.ndarray | None = None  # its pinned output block (N, H, W[, C]) once queued
+        self.result: np.ndarray | None = None  # that block, once waited for
+        self.error: BaseException | None = None
+
+    @property
+    def full(self) -> bool:
+        return len(self.images) >= self.capacity
 
 
 class _Ticket:
-    """A piece (an image or a band) queued on a slot. ``wait()`` copies the result out of pinned
-    memory, into ``into`` (rows of a larger image) or a fresh array, and frees the slot."""
+    """An image (or a band) in a group. ``wait()`` sends the group to the device if it has not gone
+    yet, waits for it, and returns the image: a view of the group's pinned output block (or, a
+    band, the whole image its rows were copied into)."""
 
-    def __init__(self, owner: "OverlappedImages", slot: _Slot, host: np.ndarray,
-                 into: tuple[np.ndarray, slice, slice] | None = None) -> None:
-        self._owner, self._slot, self._host, self._into = owner, slot, host, into
-        self._out: np.ndarray | None = None
+    def __init__(self, owner: "OverlappedImages", group: _Group, index: int) -> None:
+        self._owner, self._group, self._index = owner, group, index
 
     def wait(self) -> np.ndarray:
-        if self._out is None:
-            try:
-                self._owner._wait(self._slot)
-                if self._into is None:
-                    self._out = np.array(self._host)
-                else:
-                    target, rows, kept = self._into
-                    target[rows] = self._host[kept]
-                    self._out = target
-            finally:
-                self._owner._done(self)
-        return self._out
+        result = self._owner._result(self._group)
+        if self._group.into is not None:
+            return self._group.into[0]
+        return result[self._index]
+
+    def ready(self) -> bool:
+        """Whether ``wait()`` would return without waiting for the device (or sending a group)."""
+        group = self._group
+        if group.result is not None or group.error is not None:
+            return True
+        return group.slot is not None and group.host_out is not None and bool(group.slot.downloaded.done)
 
 
 class _Finished:
@@ -122,6 +179,9 @@ class _Finished:
     def wait(self) -> np.ndarray:
         return self._image
 
+    def ready(self) -> bool:
+        return True
+
 
 class OverlappedImages(SlotPipeline):
     """Images through a GPUEngine, colour conversion on the device, ``in_flight`` of them queued at
@@ -130,35 +190,45 @@ class OverlappedImages(SlotPipeline):
     order = "bgr"
 
     def __init__(self, engine: GPUEngine, slots: int | None = None,
-                 band_output_pixels: int = GPU_BAND_OUTPUT_PIXELS) -> None:
+                 band_output_pixels: int = GPU_BAND_OUTPUT_PIXELS,
+                 group_output_pixels: int = GROUP_OUTPUT_PIXELS) -> None:
         from ..kernels.colour import Colour
 
         slots = IN_FLIGHT + 1 if slots is None else slots
         if slots < 2:
             raise ValueError("overlap needs at least 2 slots")
         self.engine = engine
-        self.in_flight = slots - 1
+        self.groups_in_flight = slots - 1
         self.band_output_pixels = band_output_pixels
+        self.group_output_pixels = group_output_pixels
         self._init_slots(engine, slots, False, lambda _: ([], [], []))
         for slot in self._slots:
             slot.store = _Buffers(slot)
         with engine.device, engine._guard("compiling the colour kernels"):
             self.colour = Colour(engine.device_index, engine.limits)
-        self._pending: deque[_Ticket] = deque()  # queued, not waited for: oldest first
+        self._open: OrderedDict[tuple[Any, ...], _Group] = OrderedDict()  # gathering, oldest first
+        self._queued: deque[_Group] = deque()  # on the device, not yet waited for: oldest first
+        self._capacity = 1  # the images a group of the last shape opened may take: what ``in_flight`` counts on
+        self._starts: OrderedDict[tuple[Any, ...], int] = OrderedDict()  # per shape: its next group's size
         self._closed = False
+
+    @property
+    def in_flight(self) -> int:  # type: ignore[override]
+        """Images worth submitting before waiting for the oldest: enough to fill a group per slot."""
+        return self.groups_in_flight * self._capacity
 
     # ------------------------------------------------------------ ImageProcessor
 
     def submit(self, image: np.ndarray, progress: RowsCallback | None = None) -> ImageTicket:
-        """Queue ``image`` (H, W) gray or (H, W, 3|4) BGR(A), uint8/uint16; returns once it is on the
-        device. A large image goes in bands and is complete (its bands waited for, ``progress``
-        called after each) when this returns."""
+        """Queue ``image`` (H, W) gray or (H, W, 3|4) BGR(A), uint8/uint16: gathered with others
+        of its shape, or sent to the device at once. A large image goes in bands and is complete
+        (its bands waited for, ``progress`` called after each) when this returns."""
         _check_image(image)
         h, w = image.shape[:2]
         scale = self.engine.scale
         parts = bands(h, band_rows(w, scale, self.band_output_pixels), halo_rows(self.engine.model.halo, scale))
         if len(parts) == 1:
-            ticket: ImageTicket = self._submit_piece(np.ascontiguousarray(image))
+            ticket = self._gather(image)
             if progress is not None:
                 progress(h * scale, h * scale)  # (as upscale_image: the rows are queued, not yet done)
             return ticket
@@ -166,8 +236,11 @@ class OverlappedImages(SlotPipeline):
         queued: deque[tuple[Band, _Ticket]] = deque()
         for band in parts:
             into = (out, slice(band.k0 * scale, band.k1 * scale), band.kept(scale))
-            queued.append((band, self._submit_piece(np.ascontiguousarray(image[band.b0:band.b1]), into)))
-            while len(queued) > self.in_flight:
+            group = _Group(("band",), 1, into)
+            group.images.append(image[band.b0:band.b1])
+            self._send(group)
+            queued.append((band, _Ticket(self, group, 0)))
+            while len(queued) > self.groups_in_flight:
                 self._finish_band(queued.popleft(), h * scale, progress)
         while queued:
             self._finish_band(queued.popleft(), h * scale, progress)
@@ -178,28 +251,53 @@ class OverlappedImages(SlotPipeline):
         if self._closed:
             return
         self._closed = True
-        self._pending.clear()
+        self._open.clear()
+        for group in self._queued:
+            self._release_group(group)
+        self._queued.clear()
         self._close_slots()
 
-    # ------------------------------------------------------------ pieces
+    # ------------------------------------------------------------ groups
 
-    def _finish_band(self, item: tuple[Band, _Ticket], total_rows: int, progress: RowsCallback | None) -> None:
-        band, ticket = item
-        ticket.wait()
-        if progress is not None:
-            progress(band.k1 * self.engine.scale, total_rows)
+    def _gather(self, image: np.ndarray) -> _Ticket:
+        key = (image.shape, image.dtype.str)
+        group = self._open.get(key)
+        if group is None:
+            if len(self._open) >= OPEN_GROUPS:
+                self._send(self._open.popitem(last=False)[1])
+            h, w = image.shape[:2]
+            per_image = h * w * self.engine.scale**2
+            capacity = int(min(MAX_GROUP_IMAGES, max(1, self.group_output_pixels // max(1, per_image))))
+            # a slow start: a shape's first group is one image, the next two, then four ...: the
+            # writers get their first images at once, not after a full group of each shape
+            start = self._starts.pop(key, 1)
+            self._starts[key] = min(capacity, 2 * start)
+            while len(self._starts) > KEPT_STARTS:
+                self._starts.popitem(last=False)
+            group = self._open[key] = _Group(key, min(capacity, start))
+            self._capacity = capacity
+        group.images.append(image)
+        ticket = _Ticket(self, group, len(group.images) - 1)
+        if group.full:
+            del self._open[key]
+            self._send(group)
+        return ticket
 
-    def _submit_piece(self, piece: np.ndarray, into: tuple[np.ndarray, slice, slice] | None = None) -> _Ticket:
-        while not self._free and self._pending:  # every slot taken: the oldest result is copied out first
-            self._pending[0].wait()
+    def _send(self, group: _Group) -> None:
+        """Queue ``group`` on a free slot (waiting for the oldest group on the device, which frees
+        its slot, when none is free)."""
+        while not self._free and self._queued:
+            self._result(self._queued[0])
         slot = self._acquire()
-        engine, store = self.engine, slot.store
+        group.slot = slot
         try:
-            with engine.device, engine._guard("allocating image buffers"):
-                d_in, d_out, compute, host_in, host_out = self._prepare(store, piece)
-        except BaseException:
-            self._release(slot)
+            with self.engine.device, self.engine._guard("allocating image buffers"):
+                d_in, d_out, compute, host_in, host_out = self._prepare(slot.store, group.images)
+        except BaseException as e:
+            group.error = e
+            self._release_group(group)
             raise
+        group.images = []  # in pinned memory now: the caller's arrays are not held
 
         def upload(stream: Any) -> None:
             d_in.set(host_in, stream=stream)
@@ -207,56 +305,99 @@ class OverlappedImages(SlotPipeline):
         def download(stream: Any) -> None:
             d_out.get(stream=stream, out=host_out, blocking=False)
 
-        # no wait for the upload: it reads the slot's own pinned copy, untouched until the slot is free
-        self._queue(slot, upload, compute, download, "queueing an image", wait_upload=False)
-        ticket = _Ticket(self, slot, host_out, into)
-        self._pending.append(ticket)
-        return ticket
+        try:
+            # no wait for the upload: it reads the slot's own pinned copy, untouched until the slot is free
+            self._queue(slot, upload, compute, download, "queueing an image", wait_upload=False)
+        except BaseException as e:
+            group.error = e
+            group.slot = None  # _queue released it
+            raise
+        group.host_out = host_out
+        self._queued.append(group)
 
-    def _prepare(self, store: _Buffers, piece: np.ndarray) -> tuple[Any, Any, Callable[[], None], np.ndarray,
-                                                                     np.ndarray]:
-        """The slot's buffers for ``piece`` (its samples copied into pinned memory) and the compute
-        that turns the device input into the device output."""
+    def _result(self, group: _Group) -> np.ndarray:
+        """``group``'s images, (N, H, W[, C]), in its own pinned block (the slot is then free):
+        sent to the device first if it is still gathering; a failure raises for every ticket."""
+        if group.result is not None:
+            return group.result
+        if group.error is not None:
+            raise group.error
+        if group.slot is None:  # still gathering
+            if self._open.get(group.key) is group:
+                del self._open[group.key]
+            self._send(group)
+        try:
+            self._wait(group.slot)  # type: ignore[arg-type]
+            if group.into is None:
+                group.result = group.host_out  # the caller's now (_output_block)
+            else:
+                target, rows, kept = group.into
+                target[rows] = group.host_out[0][kept]  # type: ignore[index]
+                group.result = target
+        except BaseException as e:
+            group.error = e
+            raise
+        finally:
+            self._release_group(group)
+        return group.result
+
+    def _release_group(self, group: _Group) -> None:
+        try:
+            self._queued.remove(group)
+        except ValueError:
+            pass
+        group.host_out = None
+        if group.slot is not None:
+            slot, group.slot = group.slot, None
+            self._release(slot)
+
+    def _finish_band(self, item: tuple[Band, _Ticket], total_rows: int, progress: RowsCallback | None) -> None:
+        band, ticket = item
+        ticket.wait()
+        if progress is not None:
+            progress(band.k1 * self.engine.scale, total_rows)
+
+    def _prepare(self, store: _Buffers, images: list[np.ndarray]) -> tuple[Any, Any, Callable[[], None],
+                                                                            np.ndarray, np.ndarray]:
+        """The slot's buffers for ``images`` (one shape and type; their samples copied into pinned
+        memory) and the compute that turns the device input into the device output: every kernel
+        once for the whole batch."""
         engine, colour = self.engine, self.colour
-        scale, dtype = engine.scale, piece.dtype
+        scale, dtype = engine.scale, images[0].dtype
         top = float(np.iinfo(dtype).max)
-        h, w = piece.shape[:2]
-        out_hw = (h * scale, w * scale)
-        out_shape = out_hw + piece.shape[2:]
-        host_in = store.host("in", piece.shape, dtype)
-        np.copyto(host_in, piece)
-        host_out = store.host("out", out_shape, dtype)
-        d_in = store.dev("in", piece.shape, dtype)
-        d_out = store.dev("out", out_shape, dtype)
-        if piece.ndim == 2:
+        n, (h, w) = len(images), images[0].shape[:2]
+        H, W = h * scale, w * scale
+        channels = images[0].shape[2:]
+        host_in = store.host("in", (n, h, w) + channels, dtype)
+        for i, image in enumerate(images):
+            np.copyto(host_in[i], image)
+        host_out = _output_block((n, H, W) + channels, dtype)
+        d_in = store.dev("in", (n, h, w) + channels, dtype)
+        d_out = store.dev("out", (n, H, W) + channels, dtype)
+        if not channels:
             def compute() -> None:
                 engine.srcnn_device(d_in, d_out, top)
         else:
-            alpha = piece.shape[2] == 4
-            planes = [store.dev(r, (h, w), np.dtype(np.float32)) for r in ("y", "cb", "cr")]
-            ups = [store.dev(r, out_hw, np.dtype(np.float32)) for r in ("Y", "CB", "CR")]
-            a_in = store.dev("a", (h, w), dtype) if alpha else None
-            a_out = store.dev("A", out_hw, dtype) if alpha else None
+            c = channels[0]
+            f32 = np.dtype(np.float32)
+            # Y, Cb, Cr one after another: the two chroma planes are one batch for the bicubic
+            planes = store.dev("ycc", (3, n, h, w), f32)
+            ups = store.dev("YCC", (3, n, H, W), f32)
+            a_in = store.dev("a", (n, h, w), dtype) if c == 4 else None
+            a_out = store.dev("A", (n, H, W), dtype) if c == 4 else None
 
             def compute() -> None:
-                colour.to_planes(d_in, *planes, a_in, self.order, engine.stream)
+                colour.to_planes(d_in.reshape(n * h, w, c), *(p.reshape(n * h, w) for p in planes),
+                                 None if a_in is None else a_in.reshape(n * h, w), self.order, engine.stream)
                 # the float luma ends up in samples of the image's depth: the precision that
                 # meets the bar there may run (srgpu.plans)
                 engine.srcnn_device(planes[0], ups[0], top, output_bits(dtype, top))
-                engine.bicubic_device(planes[1], ups[1], top)
-                engine.bicubic_device(planes[2], ups[2], top)
+                engine.bicubic_device(planes[1:].reshape(2 * n, h, w), ups[1:].reshape(2 * n, H, W), top)
                 if a_in is not None:
                     engine.bicubic_device(a_in, a_out, top)
-                colour.from_planes(*ups, a_out, d_out, self.order, engine.stream)
+                colour.from_planes(*(u.reshape(n * H, W) for u in ups), None if a_out is None else
+                                   a_out.reshape(n * H, W), d_out.reshape(n * H, W, c), self.order, engine.stream)
         return d_in, d_out, compute, host_in, host_out
-
-    def _done(self, ticket: _Ticket) -> None:
-        """``ticket`` was waited for (or failed): it is no longer pending, its slot free."""
-        try:
-            self._pending.remove(ticket)
-        except ValueError:
-            pass
-        self._release(ticket._slot)
 
 
 def _check_image(image: np.ndarray) -> None:

@@ -7,14 +7,17 @@
 // neighbouring samples of a row.
 #include "common.cuh"
 
-// Along axis 0: out[i][j] = sum_t w[i][t] * in[idx[i][t]][j]; in is (in_rows, cols).
+// Along axis 0: out[i][j] = sum_t w[i][t] * in[idx[i][t]][j]; in is (in_rows, cols). Grid z: a batch
+// of planes of one size, one after another in src and in dst.
 template <typename TIn, typename TOut, int MODE>
 __global__ void __launch_bounds__(256) resample_rows(
     const TIn* __restrict__ src, TOut* __restrict__ dst, const float* __restrict__ wts,
-    const int* __restrict__ idx, int taps, int cols, int out_rows, float inv_max, float max_value) {
+    const int* __restrict__ idx, int taps, int cols, int out_rows, int in_rows, float inv_max, float max_value) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i >= out_rows || j >= cols) return;
+    src += (long long)blockIdx.z * in_rows * cols;
+    dst += (long long)blockIdx.z * out_rows * cols;
     const float* w = wts + (long long)i * taps;
     const int* ix = idx + (long long)i * taps;
     float acc = 0.0f;
@@ -32,6 +35,8 @@ __global__ void __launch_bounds__(256) resample_cols(
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int i = blockIdx.y * blockDim.y + threadIdx.y;
     if (i >= rows || j >= out_cols) return;
+    src += (long long)blockIdx.z * rows * in_cols;
+    dst += (long long)blockIdx.z * rows * out_cols;
     const float* w = wts + (long long)j * taps;
     const int* ix = idx + (long long)j * taps;
     const TIn* row = src + (long long)i * in_cols;

@@ -11,6 +11,7 @@ corner cases far below the tests' tolerance).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +63,15 @@ def intermediate_shape(in_shape: tuple[int, int], out_shape: tuple[int, int]) ->
     return (out_shape[0], in_shape[1]) if first == 0 else (in_shape[0], out_shape[1])
 
 
+@functools.lru_cache(maxsize=4096)
 def coefficients(in_len: int, out_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """(weights float32 (out, taps), indices int32 (out, taps)) exactly as imresize uses them."""
+    """(weights float32 (out, taps), indices int32 (out, taps)) exactly as imresize uses them;
+    read-only, kept per axis length (a folder's sizes share widths and heights)."""
     c = contributions(in_len, out_len, out_len / in_len, True)
-    return (np.ascontiguousarray(c.weights, dtype=np.float32),
-            np.ascontiguousarray(c.indices, dtype=np.int32))
+    out = (np.ascontiguousarray(c.weights, dtype=np.float32), np.ascontiguousarray(c.indices, dtype=np.int32))
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def inv_max(dtype: np.dtype, max_value: float) -> np.float32:
@@ -130,13 +135,21 @@ class Bicubic:
         return self._tables[key]
 
     def resize(self, src: Any, dst: Any, tmp: Any, max_value: float, final: bool, stream: Any) -> None:
-        """``src`` (h, w) uint8/uint16/float32 -> ``dst`` (H, W). ``tmp`` is the float32
-        intermediate (:func:`intermediate_shape`). ``final``: dst is an output plane (clipped or
-        quantised); otherwise dst is float32 and unclipped (the SRCNN input)."""
-        in_shape, out_shape = tuple(src.shape), tuple(dst.shape)
+        """``src`` (h, w) uint8/uint16/float32 -> ``dst`` (H, W), or a batch of planes of one size
+        (N, h, w) -> (N, H, W) in one launch per pass (C-contiguous). ``tmp`` is the float32
+        intermediate (:func:`intermediate_shape`, with the batch's N in front). ``final``: dst is
+        an output plane (clipped or quantised); otherwise dst is float32 and unclipped (the SRCNN
+        input)."""
+        in_shape, out_shape = tuple(src.shape[-2:]), tuple(dst.shape[-2:])
+        batch = tuple(src.shape[:-2])
+        if src.ndim not in (2, 3) or tuple(dst.shape[:-2]) != batch:
+            raise ValueError(f"bicubic: {src.shape} -> {dst.shape} is not a plane or a batch of planes")
+        if batch and not (src.flags.c_contiguous and dst.flags.c_contiguous and tmp.flags.c_contiguous):
+            raise ValueError("bicubic: a batch of planes must be C-contiguous")
         first, second = pass_order(in_shape, out_shape)
-        if tuple(tmp.shape) != intermediate_shape(in_shape, out_shape) or tmp.dtype != np.float32:
-            raise ValueError(f"bicubic intermediate must be float32 {intermediate_shape(in_shape, out_shape)}")
+        need = batch + intermediate_shape(in_shape, out_shape)
+        if tuple(tmp.shape) != need or tmp.dtype != np.float32:
+            raise ValueError(f"bicubic intermediate must be float32 {need}")
         scale_in = inv_max(src.dtype, max_value)
         self._pass(first, src, tmp, RAW, scale_in, max_value, stream)
         self._pass(second, tmp, dst, out_mode(dst.dtype, final), np.float32(1.0), max_value, stream)
@@ -144,14 +157,16 @@ class Bicubic:
     def _pass(self, axis: int, src: Any, dst: Any, mode: int, scale_in: np.float32, max_value: float,
               stream: Any) -> None:
         name = kernel_name(axis, src.dtype, dst.dtype, mode)
-        tab = self.tables(src.shape[axis], dst.shape[axis])
-        rows, cols = dst.shape
-        launch = Launch(name, (cdiv(cols, BLOCK[0]), cdiv(rows, BLOCK[1]), 1), BLOCK)
+        rows, cols = dst.shape[-2:]
+        in_rows, in_cols = src.shape[-2:]
+        tab = self.tables((in_rows, in_cols)[axis], (rows, cols)[axis])
+        planes = int(src.shape[0]) if src.ndim == 3 else 1
+        launch = Launch(name, (cdiv(cols, BLOCK[0]), cdiv(rows, BLOCK[1]), planes), BLOCK)
         if axis == 0:
             args = (src, dst, tab.weights, tab.indices, np.int32(tab.taps), np.int32(cols), np.int32(rows),
-                    scale_in, np.float32(max_value))
+                    np.int32(in_rows), scale_in, np.float32(max_value))
         else:
-            args = (src, dst, tab.weights, tab.indices, np.int32(tab.taps), np.int32(src.shape[1]),
+            args = (src, dst, tab.weights, tab.indices, np.int32(tab.taps), np.int32(in_cols),
                     np.int32(rows), np.int32(cols), scale_in, np.float32(max_value))
         self.kernels[name](launch, args, stream)
 

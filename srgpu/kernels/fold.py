@@ -119,6 +119,7 @@ def conv1_folded_reference(lr: np.ndarray, conv1_weight: np.ndarray, conv1_bias:
     return out + np.asarray(conv1_bias, dtype=np.float64)[:, None, None]
 
 
+@functools.lru_cache(maxsize=4096)  # per axis length: a folder's sizes share widths and heights
 def regular_range(in_len: int, out_len: int, scale: int, k: int = 9) -> tuple[int, int]:
     """[lo, hi): the outputs along one axis of an exact x``scale`` upscale whose fold is the interior
     phase fold (window start ``y // scale + offsets[y % scale]``, the same weights), i.e. where the

@@ -66,9 +66,18 @@ struct FusedArgs {
     const void *in, int in_type, int in_pitch, int h, int w, float inv_max, int H, int W,             \
         const float *wv, const int *iv, int tv, const float *wh, const int *ih, int th, int rows_first, \
         const int *first0, int nfirst, void *out, int out_mode, int out_pitch, float max_value
-#define FUSED_ARGS_INIT                                                                                  \
-    const FusedArgs a = {in, in_type, in_pitch, h, w, inv_max, H, W, wv, iv, tv, wh, ih, th, rows_first, \
-                         first0, nfirst, out, out_mode, out_pitch, max_value};
+// A batch of planes of one size, one per grid z (srgpu.engine.imageproc's groups of images): plane z
+// of the input starts z * h rows of in_pitch samples into `in`, of the output z * H rows of out_pitch
+// into `out`; the tables serve every plane. One plane: z = 0.
+__device__ __forceinline__ int in_sample_bytes(int in_type) { return in_type == IN_U8 ? 1 : in_type == IN_U16 ? 2 : 4; }
+__device__ __forceinline__ int out_sample_bytes(int out_mode) {
+    return out_mode == OUT_U8 ? 1 : out_mode == OUT_U16 ? 2 : 4;
+}
+#define FUSED_ARGS_INIT                                                                                     \
+    const FusedArgs a = {(const char*)in + (long long)blockIdx.z * h * in_pitch * in_sample_bytes(in_type),  \
+                         in_type, in_pitch, h, w, inv_max, H, W, wv, iv, tv, wh, ih, th, rows_first, first0, \
+                         nfirst, (char*)out + (long long)blockIdx.z * H * out_pitch * out_sample_bytes(out_mode), \
+                         out_mode, out_pitch, max_value};
 
 __device__ __forceinline__ float fused_load_in(const FusedArgs& a, long long idx) {
     if (a.in_type == IN_U8) return __fmul_rn((float)__ldg((const unsigned char*)a.in + idx), a.inv_max);

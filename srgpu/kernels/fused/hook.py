@@ -46,12 +46,12 @@ def fused_runner(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNN
     """run(src, out, max_value, stream) for the tile ``params`` of ``arithmetic``, with ``src`` the
     LR plane (uint8/uint16 against ``max_value``, or float32 in [0, 1]) and ``out`` the (H, W)
     plane of the same dtype that receives the converted output (the kernel reads and writes the
-    samples itself)."""
+    samples itself); or a batch of planes of one size, (N, h, w) -> (N, H, W)."""
     cfg = config_for(arithmetic, model.f2, **{k: int(v) for k, v in params.items()})
     net = FusedSRCNN(model, arithmetic, device_index, cfg, limits)
 
     def run(src: Any, out: Any, max_value: float, stream: Any) -> None:
-        net.run(src, tuple(out.shape), max_value, out=out, stream=stream)
+        net.run(src, tuple(out.shape[-2:]), max_value, out=out, stream=stream)  # a plane or a batch of planes
 
     run.net = net  # type: ignore[attr-defined]
     return run

@@ -184,16 +184,21 @@ class FusedSRCNN:
 
     def run(self, plane: Any, out_shape: tuple[int, int], max_value: float, out: Any = None, raw: bool = False,
             stream: Any = None, bicubic_only: bool = False) -> Any:
+        """``plane`` (h, w), or a batch (N, h, w) of planes of one size (one launch: grid z), ->
+        (H, W) or (N, H, W) (``out_shape`` is one plane's)."""
         import cupy as cp
 
-        if plane.ndim != 2 or np.dtype(plane.dtype) not in IN_CODES:
-            raise EngineError(f"{self.name}: input must be a 2-D uint8/uint16/float32 plane, got "
-                              f"{plane.dtype} {plane.shape}")
-        if plane.strides[1] != plane.itemsize or plane.strides[0] % plane.itemsize or plane.strides[0] < 0:
+        if plane.ndim not in (2, 3) or np.dtype(plane.dtype) not in IN_CODES:
+            raise EngineError(f"{self.name}: input must be a 2-D uint8/uint16/float32 plane or a batch of them, "
+                              f"got {plane.dtype} {plane.shape}")
+        batch = plane.ndim == 3
+        if not _pitched(plane):
             with self.device:
                 plane = cp.ascontiguousarray(plane)  # the kernel reads rows with a pitch
+        h, w = int(plane.shape[-2]), int(plane.shape[-1])
+        n = int(plane.shape[0]) if batch else 1
         H, W = (int(out_shape[0]), int(out_shape[1]))
-        if H < 1 or W < 1 or plane.shape[0] < 1 or plane.shape[1] < 1:
+        if H < 1 or W < 1 or h < 1 or w < 1 or n < 1:
             raise EngineError(f"{self.name}: empty plane {plane.shape} -> {out_shape}")
         in_dtype = np.dtype(plane.dtype)
         if raw or bicubic_only:
@@ -203,29 +208,40 @@ class FusedSRCNN:
         else:
             out_dtype = in_dtype
             mode = {np.dtype(np.uint8): OUT_U8, np.dtype(np.uint16): OUT_U16, np.dtype(np.float32): OUT_F32}[in_dtype]
+        full_shape = (n, H, W) if batch else (H, W)
         with self.device:
             if out is None:
-                out = cp.empty((H, W), dtype=out_dtype)
-            if tuple(out.shape) != (H, W) or np.dtype(out.dtype) != out_dtype:
-                raise EngineError(f"{self.name}: output must be {out_dtype} {(H, W)}, got {out.dtype} {out.shape}")
-            if out.strides[1] != out.itemsize or out.strides[0] % out.itemsize:
-                raise EngineError(f"{self.name}: output rows must be contiguous")
-            t = self.tables(tuple(plane.shape), (H, W))
-            args = (plane, np.int32(IN_CODES[in_dtype]), np.int32(plane.strides[0] // plane.itemsize),
-                    np.int32(plane.shape[0]), np.int32(plane.shape[1]), inv_max(in_dtype, max_value),
+                out = cp.empty(full_shape, dtype=out_dtype)
+            if tuple(out.shape) != full_shape or np.dtype(out.dtype) != out_dtype:
+                raise EngineError(f"{self.name}: output must be {out_dtype} {full_shape}, got {out.dtype} {out.shape}")
+            if not _pitched(out):
+                raise EngineError(f"{self.name}: output rows must be contiguous (planes one after another)")
+            t = self.tables((h, w), (H, W))
+            args = (plane, np.int32(IN_CODES[in_dtype]), np.int32(plane.strides[-2] // plane.itemsize),
+                    np.int32(h), np.int32(w), inv_max(in_dtype, max_value),
                     np.int32(H), np.int32(W), t.wv, t.iv, np.int32(t.tv), t.wh, t.ih, np.int32(t.th),
                     np.int32(t.rows_first), t.first0, np.int32(t.nfirst), out, np.int32(mode),
-                    np.int32(out.strides[0] // out.itemsize), np.float32(max_value), self.weights)
+                    np.int32(out.strides[-2] // out.itemsize), np.float32(max_value), self.weights)
             folds = self.folds(in_dtype, max_value) and not bicubic_only
             args += (t.fold if folds else t.no_fold,
                      np.float32(np.float32(2.0**-self.fold_exponent) * inv_max(in_dtype, max_value)))
-            launch = Launch(self.kernel.name, self.grid((H, W)), (self.layout.threads, 1, 1), self.layout.shared_bytes)
+            gx, gy, _ = self.grid((H, W))
+            launch = Launch(self.kernel.name, (gx, gy, n), (self.layout.threads, 1, 1), self.layout.shared_bytes)
             self.kernel(launch, args, stream if stream is not None else cp.cuda.get_current_stream())
         return out
 
     def flops(self, out_shape: tuple[int, int]) -> float:
         """Useful FLOPs of the network on one frame (2 x MACs per output pixel, no halo)."""
         return 2.0 * self.model.macs_per_pixel * out_shape[0] * out_shape[1]
+
+
+def _pitched(a: Any) -> bool:
+    """Rows of contiguous samples at a positive pitch and, in a batch, planes one after another
+    (plane z at z * rows * pitch): what the kernel's addressing takes."""
+    item = a.itemsize
+    if a.strides[-1] != item or a.strides[-2] % item or a.strides[-2] < 0:
+        return False
+    return a.ndim == 2 or a.strides[0] == a.shape[1] * a.strides[1]
 
 
 def self_check(device_index: int = 0, arithmetic: Arithmetic = "fp32", arch: str = "9-1-5",
