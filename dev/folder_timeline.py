@@ -49,8 +49,11 @@ def main() -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--model", default="9-1-5")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval (seconds) for the runs")
     ap.add_argument("--profile", type=int, default=0, help="print a cProfile of the last run's main thread (top N)")
     args = ap.parse_args()
+    if args.switch is not None:
+        sys.setswitchinterval(args.switch)
     timed(imageproc.OverlappedImages, "__init__", "processor set-up")
     timed(imageproc.OverlappedImages, "_send", "group sent")
     timed(imageproc.OverlappedImages, "_result", "group waited")

@@ -310,6 +310,36 @@ def test_a_batch_of_planes_in_one_launch(cp, precision: str) -> None:
                 print(f"{net.name} batch of {n} {np.dtype(dtype).name} {lr_shape}->{out_shape}: equal to alone")
 
 
+def test_axis_tables_shared_with_the_bicubic(cp) -> None:
+    """A fused kernel handed an engine's Bicubic uploads each axis's coefficients once for both:
+    the bicubic then resizes with the tables the kernel uploaded, and a later size that shares an
+    axis reuses it; both still match their references."""
+    from srgpu.kernels import bicubic
+    from srgpu.kernels.build import device_limits
+
+    rng = np.random.default_rng(67)
+    model = MODELS["9-1-5"]
+    bic = bicubic.Bicubic(0, device_limits(0))
+    net = fused.FusedSRCNN(model, "fp32", axis_tables=bic)
+    for lr_shape in ((37, 53), (41, 53)):  # the second shares its width with the first
+        out_shape = (2 * lr_shape[0], 2 * lr_shape[1])
+        plane = random_plane(lr_shape, np.uint8, rng)
+        got = _raw(cp, net, plane, out_shape)
+        assert float(np.max(np.abs(got - fused.reference(plane, out_shape, 255, model, raw=True)))) <= TOLERANCE
+        t = net.tables(lr_shape, out_shape)
+        rows, cols = bic.known(lr_shape[0], out_shape[0]), bic.known(lr_shape[1], out_shape[1])
+        assert rows is not None and cols is not None
+        assert rows.weights is t.wv and cols.weights is t.wh  # the kernel's own upload, adopted
+        chroma = random_plane(lr_shape, np.float32, rng)
+        with cp.cuda.Stream(non_blocking=True) as stream:
+            dst = cp.full(out_shape, np.nan, dtype=np.float32)
+            tmp = cp.full(bicubic.intermediate_shape(lr_shape, out_shape), np.nan, dtype=np.float32)
+            bic.resize(cp.asarray(chroma), dst, tmp, 1.0, False, stream)
+            err = float(np.max(np.abs(dst.get(stream=stream) - bicubic.reference(chroma, out_shape, 1.0))))
+        assert err <= 1e-6
+    assert net.tables((41, 53), (82, 106)).wh is net.tables((37, 53), (74, 106)).wh
+
+
 def test_strided_input_and_output(cp) -> None:
     rng = np.random.default_rng(37)
     model = MODELS["9-1-5"]

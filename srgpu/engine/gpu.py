@@ -379,7 +379,7 @@ class GPUEngine(Engine):
                 raise EngineError(f"fused backend {choice.backend} is not available ({e})") from None
             with self.device:
                 runner = backend.fused_runner(choice.arithmetic, dict(choice.params), self.model, self.device_index,
-                                              self.limits)
+                                              self.limits, axis_tables=self.bicubic)
             self._fused_runners[choice] = runner
         return runner
 

@@ -134,6 +134,15 @@ class Bicubic:
             self._tables[key] = _Tables(d_w, d_idx, int(w.shape[1]))
         return self._tables[key]
 
+    def known(self, in_len: int, out_len: int) -> _Tables | None:
+        """The device tables of this axis, if uploaded already."""
+        return self._tables.get((in_len, out_len))
+
+    def adopt(self, in_len: int, out_len: int, weights: Any, indices: Any) -> None:
+        """Device tables of :func:`coefficients` uploaded by someone else (the fused kernels, with
+        their own tables in one copy), kept for this axis: a frame size's tables go up once."""
+        self._tables.setdefault((in_len, out_len), _Tables(weights, indices, int(weights.shape[1])))
+
     def resize(self, src: Any, dst: Any, tmp: Any, max_value: float, final: bool, stream: Any) -> None:
         """``src`` (h, w) uint8/uint16/float32 -> ``dst`` (H, W), or a batch of planes of one size
         (N, h, w) -> (N, H, W) in one launch per pass (C-contiguous). ``tmp`` is the float32

@@ -42,13 +42,14 @@ def fused_candidates(model: SRCNNModel, limits: Any, arithmetics: Sequence[Arith
 
 
 def fused_runner(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNNModel, device_index: int,
-                 limits: Any) -> Callable[[Any, Any, float, Any], None]:
+                 limits: Any, axis_tables: Any = None) -> Callable[[Any, Any, float, Any], None]:
     """run(src, out, max_value, stream) for the tile ``params`` of ``arithmetic``, with ``src`` the
     LR plane (uint8/uint16 against ``max_value``, or float32 in [0, 1]) and ``out`` the (H, W)
     plane of the same dtype that receives the converted output (the kernel reads and writes the
-    samples itself); or a batch of planes of one size, (N, h, w) -> (N, H, W)."""
+    samples itself); or a batch of planes of one size, (N, h, w) -> (N, H, W). ``axis_tables``: the
+    caller's srgpu.kernels.bicubic.Bicubic, whose per-axis tables the kernel shares."""
     cfg = config_for(arithmetic, model.f2, **{k: int(v) for k, v in params.items()})
-    net = FusedSRCNN(model, arithmetic, device_index, cfg, limits)
+    net = FusedSRCNN(model, arithmetic, device_index, cfg, limits, axis_tables)
 
     def run(src: Any, out: Any, max_value: float, stream: Any) -> None:
         net.run(src, tuple(out.shape[-2:]), max_value, out=out, stream=stream)  # a plane or a batch of planes

@@ -87,7 +87,7 @@ class FusedSRCNN:
     """
 
     def __init__(self, model: SRCNNModel, arithmetic: Arithmetic = "fp32", device_index: int = 0,
-                 config: FusedConfig | None = None, limits: Any = None) -> None:
+                 config: FusedConfig | None = None, limits: Any = None, axis_tables: Any = None) -> None:
         import cupy as cp
 
         from ..build import compile_kernels, device_limits
@@ -124,6 +124,9 @@ class FusedSRCNN:
                                   f"block, the device allows {self.limits.max_shared_per_block_optin}")
             self.weights = cp.asarray(packed)
         self._tables: dict[tuple[int, int, int, int], _Tables] = {}
+        # an engine's srgpu.kernels.bicubic.Bicubic on this device: the per-axis coefficient tables
+        # are the same (coefficients()), so each axis goes up once for both (known / adopt)
+        self.axis_tables = axis_tables
 
     # ------------------------------------------------------------ tables
 
@@ -145,9 +148,24 @@ class FusedSRCNN:
                 raise EngineError(f"{self.name}: {w}x{h} -> {W}x{H} needs a {need}-float bicubic buffer per tile "
                                   f"(capacity {L.tmp_floats}); the fused kernels are for upscaling")
             fold = fold_args(in_shape, out_shape) if self.config.fold else np.zeros(8, np.int32)
-            with self.device:
-                d_wv, d_iv, d_wh, d_ih, d_first0, d_fold, d_fold_off = upload(
-                    wv, iv, wh, ih, first0, fold, np.concatenate([[0], fold[1:]]).astype(np.int32))
+            shared = self.axis_tables
+            axes = [(h, H, wv, iv), (w, W, wh, ih)]
+            known = [shared.known(n, m) if shared is not None else None for n, m, _, _ in axes]
+            new = [a for a, k in zip(axes, known) if k is None]
+            with self.device:  # one copy for all that is new
+                up = upload(first0, fold, np.concatenate([[0], fold[1:]]).astype(np.int32),
+                            *(t for _, _, wt, ix in new for t in (wt, ix)))
+                d_first0, d_fold, d_fold_off, rest = up[0], up[1], up[2], list(up[3:])
+                device_axes = []
+                for (n, m, wt, ix), k in zip(axes, known):
+                    if k is None:
+                        d_w, d_i = rest.pop(0), rest.pop(0)
+                        if shared is not None:
+                            shared.adopt(n, m, d_w, d_i)
+                    else:
+                        d_w, d_i = k.weights, k.indices
+                    device_axes.append((d_w, d_i))
+                (d_wv, d_iv), (d_wh, d_ih) = device_axes
                 t = _Tables(d_wv, d_iv, int(wv.shape[1]), d_wh, d_ih, int(wh.shape[1]), int(rows_first), d_first0,
                             nfirst, d_fold, d_fold_off)
             self._tables[key] = t
