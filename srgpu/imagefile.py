@@ -69,10 +69,10 @@ def read_image_data(path: str | Path, order: ChannelOrder = "rgb") -> ImageData:
     ICC profile. ``order="bgr"`` keeps OpenCV's channel order (no swap: the GPU's colour kernels
     read either order)."""
     path = Path(path)
-    if not path.is_file():
-        raise ImageFileError(f"{path}: no such file")
-    try:
+    try:  # no look before: a folder of small images pays for every system call
         data = np.fromfile(str(path), dtype=np.uint8)
+    except (FileNotFoundError, IsADirectoryError):
+        raise ImageFileError(f"{path}: no such file") from None
     except OSError as e:  # permissions, I/O errors
         raise ImageFileError(f"{path}: cannot read ({e.strerror or e})") from None
     image, exif, icc = _decode(data) if data.size else (None, None, None)
@@ -231,9 +231,10 @@ def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True
     order of ``image``; ``scratch``: the caller is done with ``image``, whose memory the encoder may
     leave in its own channel order (no swap back of a large output)."""
     path = Path(path)
-    if not path.parent.is_dir():
-        raise ImageFileError(f"{path.parent}: output directory does not exist")
-    tmp, fd = outputs.create_temp(path)
+    try:
+        tmp, fd = outputs.create_temp(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise ImageFileError(f"{path.parent}: output directory does not exist") from None
     os.close(fd)
     try:  # the encoder writes the file itself (tmp keeps the suffix that names the format)
         with _as_bgr(image, order, restore=not scratch) as bgr:

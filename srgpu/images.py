@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import stat
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -460,6 +461,32 @@ def _differences(old: dict, new: Settings) -> str:
     return ", ".join(words) or "with other settings"
 
 
+@dataclass(frozen=True)
+class Looked:
+    """One look at a job's source and output (os.stat each, or why not; ``output`` None: nothing
+    there), taken once and shared by every decision about the job: a folder of small images pays
+    for each system call, and each one gives the GIL to the reader and writer threads."""
+
+    source: os.stat_result | OSError
+    output: os.stat_result | OSError | None
+
+    @classmethod
+    def at(cls, job: Job) -> "Looked":
+        output = _stat(job.dst)
+        return cls(_stat(job.src), None if isinstance(output, FileNotFoundError) else output)
+
+    @property
+    def source_bytes(self) -> int:
+        return self.source.st_size if isinstance(self.source, os.stat_result) else 0
+
+
+def _stat(path: Path) -> os.stat_result | OSError:
+    try:
+        return os.stat(path)
+    except OSError as e:
+        return e
+
+
 def _file_ids(paths: Iterable[Path]) -> frozenset[tuple[int, int]]:
     ids = set()
     for path in paths:
@@ -494,17 +521,17 @@ class Resume:
         self.video = _video_settings(self.image, video)
         self.inputs = _file_ids(job.src for job in plan.jobs)
 
-    def decide(self, job: Job) -> Outcome | Go:
-        try:
-            source = Fingerprint.of(job.src)
-        except OSError as e:
+    def decide(self, job: Job, looked: Looked | None = None) -> Outcome | Go:
+        looked = looked or Looked.at(job)
+        if isinstance(looked.source, OSError):
+            e = looked.source
             return Outcome(job, "failed", f"{job.src}: cannot read ({e.strerror or e})")
-        try:
-            st = job.dst.stat()
-        except FileNotFoundError:
+        source = Fingerprint(looked.source.st_size, looked.source.st_mtime_ns)
+        st = looked.output
+        if st is None:
             return Go(self.plan.overwrite, source)
-        except OSError as e:
-            return Outcome(job, "failed", f"{job.dst}: cannot look at the output ({e.strerror or e})")
+        if isinstance(st, OSError):
+            return Outcome(job, "failed", f"{job.dst}: cannot look at the output ({st.strerror or st})")
         if (st.st_dev, st.st_ino) in self.inputs:
             return Outcome(job, "failed", f"{job.dst}: is one of the input files; an input is never replaced, "
                                           "even with --overwrite")
@@ -645,6 +672,7 @@ class _Ahead:
     go: Outcome | Go
     read: Future | None = None
     held: int = 0
+    source_bytes: int = 0  # the file's size when it was looked at
 
 
 @dataclass
@@ -670,11 +698,10 @@ class _Readers:
         self.ratio = FIRST_RATIO  # decoded bytes per file byte, the largest seen so far
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-reader")
 
-    def estimate(self, job: Job) -> int:
-        try:
-            return int(job.src.stat().st_size * self.ratio)
-        except OSError:
-            return 0  # the read will say what is wrong
+    def estimate(self, source_bytes: int) -> int:
+        """Decoded bytes expected of a file of ``source_bytes`` (0 for one that cannot be looked at:
+        its read will say what is wrong)."""
+        return int(source_bytes * self.ratio)
 
     def start(self, job: Job) -> Future:
         return self._pool.submit(self._read, job)
@@ -703,8 +730,8 @@ class _Readers:
             ahead.held = 0
         ahead.held = data.pixels.nbytes
         self.budget.take_read(ahead.held)
-        with contextlib.suppress(OSError, ZeroDivisionError):
-            self.ratio = max(self.ratio, data.pixels.nbytes / ahead.job.src.stat().st_size)
+        if ahead.source_bytes:
+            self.ratio = max(self.ratio, data.pixels.nbytes / ahead.source_bytes)
         return data
 
     def close(self) -> None:
@@ -835,6 +862,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     ahead: deque[_Ahead] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
+    looked_at: tuple[int, Looked] | None = None
 
     def report() -> None:
         for outcome in outcomes.ready():
@@ -844,13 +872,17 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
 
     def look_ahead() -> None:
         """Prepare the next jobs and start their reads, while count and memory allow."""
-        nonlocal planned
+        nonlocal planned, looked_at
         while planned < len(plan.jobs) and len(ahead) < readers.limit:
             job = plan.jobs[planned]
-            estimate = readers.estimate(job) if job.kind == "image" else 0
+            if looked_at is None or looked_at[0] != planned:  # once per job, however often its turn is put off
+                looked_at = (planned, Looked.at(job))
+            looked = looked_at[1]
+            estimate = readers.estimate(looked.source_bytes) if job.kind == "image" else 0
             if ahead and estimate and not readers.budget.room_for_read(estimate):
                 return  # the engine works on what is read meanwhile, freeing room
-            entry = _Ahead(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume))
+            entry = _Ahead(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
+                           source_bytes=looked.source_bytes)
             if job.kind == "image" and isinstance(entry.go, Go):
                 entry.held = estimate
                 budget.take_read(estimate)
@@ -999,19 +1031,24 @@ class OutputFolders:
             outputs.remove(outputs.stale_temps_in(folder))
 
 
-def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | None) -> Outcome | Go:
-    """The job's outcome if it cannot or need not run; else how it runs (its output folder made ready)."""
+def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | None,
+                looked: Looked | None = None) -> Outcome | Go:
+    """The job's outcome if it cannot or need not run; else how it runs (its output folder made
+    ready). ``looked``: the job's source and output as already looked at (else looked at here)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", f"{job.src}: not an image or video file")
     if job.problem:
         return Outcome(job, "failed", job.problem)
-    if _same(job.src, job.dst):  # e.g. an input tree that contains the output tree's files
+    looked = looked or Looked.at(job)
+    output = looked.output if isinstance(looked.output, os.stat_result) else None
+    # (a folder run's Resume refuses an output that is one of the inputs, by file identity)
+    if resume is None and _same(job.src, job.dst):
         return Outcome(job, "failed", f"{job.dst}: output would replace its input")
-    if job.dst.is_dir():
+    if output is not None and stat.S_ISDIR(output.st_mode):
         return Outcome(job, "failed", f"{job.dst}: is a folder, so the output cannot be written under that name")
     if resume is not None:
-        go = resume.decide(job)
-    elif job.dst.exists() and not plan.overwrite:  # one file: planning refused this, unless it appeared since
+        go = resume.decide(job, looked)
+    elif output is not None and not plan.overwrite:  # one file: planning refused this, unless it appeared since
         go = Outcome(job, "failed", f"{job.dst}: output exists (use --overwrite to replace it)")
     else:
         go = Go(plan.overwrite)
