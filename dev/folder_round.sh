@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Issue 23 on the GPU machine in one call: srgpu bench on the small and sizes folders, the same
+# folders through the pipeline with cv2.resize in place of the engine (dev/folder_pipeline_overhead.py:
+# what the pipeline costs without the GPU), the small folder's timeline and the sizes folder's engine
+# profile. Everything goes into one archive under $OUT.
+set -u
+out=${OUT:-/tmp/round}; work=/tmp/round-work; mkdir -p "$out" "$work"
+unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
+python3 scripts/benchmarks/make_image_folders.py --out /tmp/f --only small --only sizes > /dev/null
+for f in ${FOLDERS:-small sizes}; do
+  python3 dev/folder_pipeline_overhead.py /tmp/f/$f --rounds 5 > "$work/overhead_$f.txt" 2>&1
+  for r in 1 2 3; do python3 -m srgpu bench /tmp/f/$f --json > "$work/bench_${f}_$r.json" 2> "$work/bench_${f}_$r.err"; done
+done
+python3 dev/folder_timeline.py /tmp/f/small --runs 2 > "$work/timeline_small.txt" 2>&1
+python3 dev/profile_folder_engine.py /tmp/f/sizes --profile-pass 0 > "$work/engine_sizes.txt" 2>&1
+tar -C "$work" -czf "$out/round.tgz" .
