@@ -17,13 +17,14 @@ from typing import Iterator, Literal
 import cv2
 import numpy as np
 
-from . import outputs
+from . import jpegstrips, outputs
 from .imagemeta import add_tiff_icc, exif_orientation, icc_colour_space, icc_well_formed, tiff_icc, upright
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
 # where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.imagemeta)
 _ICC_BY_OPENCV = frozenset({".png", ".jpg", ".jpeg", ".webp"})
 _TIFF = frozenset({".tif", ".tiff"})
+_JPEG = frozenset({".jpg", ".jpeg"})
 _STORED_AS_RGB = frozenset({".webp"})  # WebP has no gray: OpenCV writes a gray image as RGB
 PNG_LEVELS = range(0, 10)  # zlib levels for --png-compression; None: OpenCV's own fast default
 ChannelOrder = Literal["rgb", "bgr"]  # of colour pixels in memory; "bgr" is OpenCV's (no swap at either end)
@@ -169,6 +170,8 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
     ``data`` is then empty)."""
     params = encode_params(ext, jpeg_quality, png_compression)
     problem = _icc_problem(icc, ext, image) if icc else None
+    if ext in _JPEG and image.dtype == np.uint8 and jpegstrips.splits(image):
+        return _encode_jpeg_strips(image, icc, problem, jpeg_quality, file)
     if icc and problem is None:
         data = _encode_with_icc(image, ext, params, icc, file)
         if data is not None:
@@ -186,6 +189,25 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
     except cv2.error:
         pass
     raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
+
+
+def _encode_jpeg_strips(image: np.ndarray, icc: bytes | None, problem: str | None, quality: int,
+                        file: Path | None) -> Encoded:
+    """A large JPEG on every core (srgpu.jpegstrips), as _encode_bgr: the ICC profile kept where
+    it can be, said where not."""
+    pieces = jpegstrips.encode_jpeg(image, quality, icc if icc and problem is None else None)
+    if pieces is None and icc and problem is None:
+        problem = "the JPG encoder refused it"
+        pieces = jpegstrips.encode_jpeg(image, quality)
+    if pieces is None:
+        raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as .jpg")
+    notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
+    if file is None:
+        return Encoded(b"".join(pieces), notes)
+    with open(file, "wb") as f:
+        for piece in pieces:
+            f.write(piece)
+    return Encoded(b"", notes)
 
 
 def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
