@@ -4,6 +4,11 @@ engine's tiles, the image codecs, the chunk workers and their encoders)."""
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_strip_pool: ThreadPoolExecutor | None = None
+_strip_pool_lock = threading.Lock()
 
 
 def cpu_cores() -> int:
@@ -12,3 +17,13 @@ def cpu_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def strip_pool() -> ThreadPoolExecutor:
+    """The threads a large image file is encoded on, in strips (srgpu.jpegstrips, srgpu.pngstrips):
+    one per core, shared by every file being written (their tasks never wait on one another)."""
+    global _strip_pool
+    with _strip_pool_lock:
+        if _strip_pool is None:
+            _strip_pool = ThreadPoolExecutor(cpu_cores(), thread_name_prefix="srgpu-strip-encoder")
+        return _strip_pool

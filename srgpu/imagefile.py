@@ -12,12 +12,12 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Callable, Iterator, Literal, Optional
 
 import cv2
 import numpy as np
 
-from . import jpegstrips, outputs
+from . import jpegstrips, outputs, pngstrips
 from .imagemeta import add_tiff_icc, exif_orientation, icc_colour_space, icc_well_formed, tiff_icc, upright
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
@@ -170,8 +170,9 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
     ``data`` is then empty)."""
     params = encode_params(ext, jpeg_quality, png_compression)
     problem = _icc_problem(icc, ext, image) if icc else None
-    if ext in _JPEG and image.dtype == np.uint8 and jpegstrips.splits(image):
-        return _encode_jpeg_strips(image, icc, problem, jpeg_quality, file)
+    in_strips = _strip_encoder(image, ext, jpeg_quality, png_compression)
+    if in_strips is not None:
+        return _encode_in_strips(in_strips, ext, icc, problem, file)
     if icc and problem is None:
         data = _encode_with_icc(image, ext, params, icc, file)
         if data is not None:
@@ -191,16 +192,30 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
     raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
 
 
-def _encode_jpeg_strips(image: np.ndarray, icc: bytes | None, problem: str | None, quality: int,
-                        file: Path | None) -> Encoded:
-    """A large JPEG on every core (srgpu.jpegstrips), as _encode_bgr: the ICC profile kept where
-    it can be, said where not."""
-    pieces = jpegstrips.encode_jpeg(image, quality, icc if icc and problem is None else None)
+StripEncoder = Callable[[Optional[bytes]], Optional[list]]  # ICC profile or None -> the file's pieces, or None
+
+
+def _strip_encoder(image: np.ndarray, ext: str, jpeg_quality: int, png_compression: int | None) -> StripEncoder | None:
+    """How ``image`` (OpenCV's order) is encoded on every core, where its format and settings allow
+    and its size pays (srgpu.jpegstrips, srgpu.pngstrips: the files OpenCV's settings make); None:
+    one OpenCV call."""
+    if ext in _JPEG and image.dtype == np.uint8 and jpegstrips.splits(image):
+        return lambda icc: jpegstrips.encode_jpeg(image, jpeg_quality, icc)
+    if ext == ".png" and png_compression is None and pngstrips.splits(image):
+        return lambda icc: pngstrips.encode_png(image, icc, bgr=True)
+    return None
+
+
+def _encode_in_strips(encode: StripEncoder, ext: str, icc: bytes | None, problem: str | None,
+                      file: Path | None) -> Encoded:
+    """A large file encoded on every core, as _encode_bgr: the ICC profile kept where it can be,
+    said where not."""
+    pieces = encode(icc if icc and problem is None else None)
     if pieces is None and icc and problem is None:
-        problem = "the JPG encoder refused it"
-        pieces = jpegstrips.encode_jpeg(image, quality)
+        problem = f"the {ext.lstrip('.').upper()} encoder refused it"
+        pieces = encode(None)
     if pieces is None:
-        raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as .jpg")
+        raise ImageFileError(f"cannot encode this image as {ext}")
     notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
     if file is None:
         return Encoded(b"".join(pieces), notes)

@@ -12,30 +12,15 @@ are read back from every strip's headers and anything unexpected falls back to o
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
-
 import cv2
 import numpy as np
 
-from .cpus import cpu_cores
+from .cpus import cpu_cores, strip_pool
 
 MIN_STRIP_PIXELS = 2**20  # below about a megapixel a strip costs more to hand out than to encode
 _SOI, _EOI, _SOS, _DRI = 0xD8, 0xD9, 0xDA, 0xDD
 _SOF = frozenset({0xC0, 0xC1})  # baseline and extended sequential Huffman: what libjpeg writes here
 _STANDALONE = frozenset(range(0xD0, 0xDA)) | {0x01}
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _threads() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(cpu_cores(), thread_name_prefix="srgpu-jpeg-strip")
-        return _pool
-
 
 def mcu_size(image: np.ndarray) -> tuple[int, int]:
     """(rows, columns) of an MCU as ``jpeg_params`` makes the encoder use: 16x16 for colour (4:2:0),
@@ -80,7 +65,7 @@ def encode_jpeg(image: np.ndarray, quality: int, icc: bytes | None = None, threa
     strips = strip_rows(image, threads or cpu_cores(), strip_pixels)
     if len(strips) > 1:
         mh = mcu_size(image)[0]
-        encoded = list(_threads().map(lambda rows: _strip(image, rows, params, icc, mh), strips))
+        encoded = list(strip_pool().map(lambda rows: _strip(image, rows, params, icc, mh), strips))
         joined = _join(encoded, image.shape[0]) if all(e is not None for e in encoded) else None
         if joined is not None:
             return joined
