@@ -6,7 +6,12 @@
 set -u
 out=${OUT:-/tmp/round}; work=/tmp/round-work; mkdir -p "$out" "$work"
 unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
-python3 scripts/benchmarks/make_image_folders.py --out /tmp/f --only small --only sizes > /dev/null
+python3 scripts/benchmarks/make_image_folders.py --out /tmp/f --only small --only sizes --only large > /dev/null
+mkdir -p /tmp/f/large1 && cp "/tmp/f/large/$(ls /tmp/f/large | head -1)" /tmp/f/large1/
+for f in large1 large; do  # large photos: JPEG outputs in strips, and the same as PNG
+  for r in 1 2; do python3 -m srgpu bench /tmp/f/$f --json > "$work/bench_${f}_$r.json" 2> "$work/bench_${f}_$r.err"; done
+  python3 -m srgpu bench /tmp/f/$f --json --format png > "$work/bench_${f}_png.json" 2> "$work/bench_${f}_png.err"
+done
 for f in ${FOLDERS:-small sizes}; do
   python3 dev/folder_pipeline_overhead.py /tmp/f/$f --rounds 5 > "$work/overhead_$f.txt" 2>&1
   for r in 1 2 3; do python3 -m srgpu bench /tmp/f/$f --json > "$work/bench_${f}_$r.json" 2> "$work/bench_${f}_$r.err"; done
