@@ -6,7 +6,7 @@
 set -u
 out=${OUT:-/tmp/round}; work=/tmp/round-work; mkdir -p "$out" "$work"
 unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
-pack() { pack; }  # after each part: a run cut short still returns what it did
+pack() { tar -C "$work" -czf "$out/round.tgz" .; }  # after each part: a run cut short still returns what it did
 python3 scripts/benchmarks/make_image_folders.py --out /tmp/f --only small --only sizes --only large > /dev/null
 mkdir -p /tmp/f/large1 && cp "/tmp/f/large/$(ls /tmp/f/large | head -1)" /tmp/f/large1/
 for f in large1 large; do  # large photos: JPEG outputs in strips, and the same as PNG
