@@ -28,19 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from srgpu.bench_folder import codec_floor  # noqa: E402
 from srgpu.engine.base import Engine  # noqa: E402
-from srgpu.images import ImageOptions, plan_batch, run_batch  # noqa: E402
+from srgpu.images import ImageOptions, _Ticket, plan_batch, run_batch  # noqa: E402
 from srgpu.model import builtin_path, load_npz  # noqa: E402
-
-
-class _Done:
-    def __init__(self, pixels: np.ndarray) -> None:
-        self.pixels = pixels
-
-    def wait(self) -> np.ndarray:
-        return self.pixels
-
-    def ready(self) -> bool:
-        return True
 
 
 class ResizeProcessor:
@@ -52,9 +41,9 @@ class ResizeProcessor:
     def __init__(self, scale: int) -> None:
         self.scale = scale
 
-    def submit(self, image: np.ndarray, progress=None) -> _Done:
+    def submit(self, image: np.ndarray, progress=None) -> _Ticket:
         h, w = image.shape[:2]
-        return _Done(cv2.resize(image, (w * self.scale, h * self.scale), interpolation=cv2.INTER_CUBIC))
+        return _Ticket(cv2.resize(image, (w * self.scale, h * self.scale), interpolation=cv2.INTER_CUBIC))
 
     def close(self) -> None:
         pass
