@@ -43,11 +43,6 @@ class Fingerprint:
     size: int
     mtime_ns: int
 
-    @classmethod
-    def of(cls, path: Path) -> "Fingerprint":
-        st = path.stat()
-        return cls(st.st_size, st.st_mtime_ns)
-
 
 @dataclass(frozen=True)
 class Record:
