@@ -26,6 +26,7 @@ from .jpegstrips import MIN_STRIP_PIXELS
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _ADLER_BASE = 65521
 _COLOUR_TYPE = {1: 0, 3: 2, 4: 6}  # channels -> gray, RGB, RGBA
+SCRATCH_BYTES = 8 * 2**20  # rows filtered at once per strip (each core holds a few such blocks)
 SUB = 1  # the row filter: each byte less the same byte of the pixel to its left
 
 
@@ -72,13 +73,21 @@ def _chunk(kind: bytes, data: bytes) -> list[bytes]:
 
 def _strip(rows: np.ndarray, bgr: bool, last: bool) -> tuple[list[bytes], int, int]:
     """(the strip's IDAT chunk, its filtered bytes' Adler-32, their count), on a pool thread;
-    ``bgr``: the colour channels are in OpenCV's order (swapped here, into PNG's)."""
-    if bgr and rows.ndim == 3:
-        rows = cv2.cvtColor(rows, cv2.COLOR_BGRA2RGBA if rows.shape[2] == 4 else cv2.COLOR_BGR2RGB)
-    raw = filtered_rows(rows).reshape(-1)
+    ``bgr``: the colour channels are in OpenCV's order (swapped here, into PNG's). Filtered a block
+    of rows at a time (the Sub filter looks along a row only), so that a strip's scratch memory is
+    a block's, not the strip's: every core at once on a huge 16-bit output stays bounded."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, -15, 9, zlib.Z_RLE)
-    deflated = compressor.compress(raw) + compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
-    return _chunk(b"IDAT", deflated), zlib.adler32(raw), raw.size
+    deflated, adler, size = [], 1, 0
+    step = max(1, SCRATCH_BYTES // max(1, rows[:1].nbytes))
+    for r0 in range(0, rows.shape[0], step):
+        block = rows[r0:r0 + step]
+        if bgr and block.ndim == 3:
+            block = cv2.cvtColor(block, cv2.COLOR_BGRA2RGBA if block.shape[2] == 4 else cv2.COLOR_BGR2RGB)
+        raw = filtered_rows(block).reshape(-1)
+        deflated.append(compressor.compress(raw))
+        adler, size = zlib.adler32(raw, adler), size + raw.size
+    deflated.append(compressor.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH))
+    return _chunk(b"IDAT", b"".join(deflated)), adler, size
 
 
 def encode_png(image: np.ndarray, icc: bytes | None = None, bgr: bool = False, threads: int | None = None,

@@ -96,3 +96,14 @@ def test_a_large_png_output_is_written_in_strips(tmp_path, channels, dtype):
     assert back.icc == icc
     opencv = cv2.imencode(".png", image)[1]
     assert len(data) <= 1.05 * len(opencv)  # OpenCV's default settings: about the same size
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_strips_in_blocks_of_rows(monkeypatch, dtype):
+    """A strip filtered and deflated a few rows at a time (bounded scratch) is the same file."""
+    image = _image((97, 131, 4), dtype, 13)
+    whole = b"".join(pngstrips.encode_png(image, bgr=True, threads=3, strip_pixels=1))
+    monkeypatch.setattr(pngstrips, "SCRATCH_BYTES", 3 * image[:1].nbytes)  # three rows a block
+    blocks = b"".join(pngstrips.encode_png(image, bgr=True, threads=3, strip_pixels=1))
+    assert blocks == whole
+    assert np.array_equal(cv2.imdecode(np.frombuffer(blocks, np.uint8), cv2.IMREAD_UNCHANGED), image)
