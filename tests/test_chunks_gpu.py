@@ -89,3 +89,19 @@ def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> Non
         result = chunked.upscale_chunked(cj, pool)
     assert result.decoder == "h264_cuvid" and result.frames == cj.scan.frames
     close_enough(dst, single)
+
+
+def test_chunks_on_two_gpus(tmp_path: Path, clip: Path, single: Path) -> None:
+    """One chunk worker on each of two GPUs (a machine with one GPU skips this)."""
+    from srgpu.gpuinfo import cuda_status
+
+    if len(cuda_status().devices) < 2:
+        pytest.skip("one usable GPU: nothing to spread over")
+    dst = tmp_path / "two_gpus.mkv"
+    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 4
+    with LocalPool(SPEC, ["cuda:0", "cuda:1"]) as pool:
+        result = chunked.upscale_chunked(cj, pool)
+    assert result.frames == cj.scan.frames
+    close_enough(dst, single)
+    assert leftovers(tmp_path) == [] and not chunked.work_folder(dst).exists()
