@@ -192,7 +192,8 @@ def test_a_large_image_goes_in_bands(fake_cupy, engine, make_image) -> None:
     assert len(processor._free) == len(processor._slots)
 
 
-def test_a_folder_through_the_image_path(engine, make_image, tmp_path) -> None:
+@pytest.mark.parametrize("processes", [False, True])
+def test_a_folder_through_the_image_path(engine, make_image, tmp_path, processes) -> None:
     from srgpu.imagefile import read_image, write_image_atomic
 
     src = tmp_path / "in"
@@ -202,7 +203,7 @@ def test_a_folder_through_the_image_path(engine, make_image, tmp_path) -> None:
     for name, image in images.items():
         write_image_atomic(src / name, image)
     (src / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n?")
-    result = run_batch(plan_batch(src, tmp_path / "out"), engine, images=ImageOptions(jobs=3))
+    result = run_batch(plan_batch(src, tmp_path / "out"), engine, images=ImageOptions(jobs=3, processes=processes))
     assert [o.job.src.name for o in result.failed] == ["broken.png"] and len(result.done) == 9
     cpu = CPUEngine(engine.model, 2)
     for name, image in images.items():
