@@ -192,8 +192,7 @@ def test_a_large_image_goes_in_bands(fake_cupy, engine, make_image) -> None:
     assert len(processor._free) == len(processor._slots)
 
 
-@pytest.mark.parametrize("processes", [False, True])
-def test_a_folder_through_the_image_path(engine, make_image, tmp_path, processes) -> None:
+def test_a_folder_through_the_image_path(engine, make_image, tmp_path) -> None:
     from srgpu.imagefile import read_image, write_image_atomic
 
     src = tmp_path / "in"
@@ -203,7 +202,7 @@ def test_a_folder_through_the_image_path(engine, make_image, tmp_path, processes
     for name, image in images.items():
         write_image_atomic(src / name, image)
     (src / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n?")
-    result = run_batch(plan_batch(src, tmp_path / "out"), engine, images=ImageOptions(jobs=3, processes=processes))
+    result = run_batch(plan_batch(src, tmp_path / "out"), engine, images=ImageOptions(jobs=3))
     assert [o.job.src.name for o in result.failed] == ["broken.png"] and len(result.done) == 9
     cpu = CPUEngine(engine.model, 2)
     for name, image in images.items():

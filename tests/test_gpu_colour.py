@@ -213,11 +213,9 @@ def test_large_images_go_in_bands_that_agree_with_the_whole(random_gpu_engine, s
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
-@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
-def test_a_folder_through_the_gpu_image_path(random_gpu_engine, tmp_path: Path, make_image, processes) -> None:
-    """run_batch with the GPU engine, codecs on threads or in processes: PNG outputs equal to
-    upscale_whole on the same engine, the sideways photo turned upright, the ICC profile kept, a
-    broken file failing alone."""
+def test_a_folder_through_the_gpu_image_path(random_gpu_engine, tmp_path: Path, make_image) -> None:
+    """run_batch with the GPU engine: PNG outputs equal to upscale_whole on the same engine, the
+    sideways photo turned upright, the ICC profile kept, a broken file failing alone."""
     import cv2
     from test_images import encode_with, exif_with_orientation, make_icc, metadata_of
 
@@ -237,8 +235,7 @@ def test_a_folder_through_the_gpu_image_path(random_gpu_engine, tmp_path: Path, 
     (src / "e.png").write_bytes(encode_with(make_image((9, 14, 3), seed=5), ".png", icc=icc))
     originals["e.png"] = make_image((9, 14, 3), seed=5)
     (src / "f.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
-    result = run_batch(plan_batch(src, tmp_path / "out"), random_gpu_engine,
-                       images=ImageOptions(jobs=3, processes=processes))
+    result = run_batch(plan_batch(src, tmp_path / "out"), random_gpu_engine, images=ImageOptions(jobs=3))
     assert [o.job.src.name for o in result.failed] == ["f.png"] and len(result.done) == 5
     for name, image in originals.items():
         got = read_image(tmp_path / "out" / name)
