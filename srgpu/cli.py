@@ -102,8 +102,6 @@ HWDEC_HELP = ("Decode videos on the GPU's NVDEC: auto (default: with a GPU engin
 
 JOBS_HELP = ("Image files decoded at once, and as many encoded at once, on threads (default: one of each per "
              "CPU core); the engine upscales on its own meanwhile.")
-CODECS_HELP = ("Where image files are decoded and encoded: processes (no shared interpreter lock with the GPU's "
-               "thread), threads, or auto (processes for a folder of 64 images or more on the GPU).")
 PNG_HELP = ("PNG outputs' zlib level, 0 (none, fastest) to 9 (smallest); default: OpenCV's fast setting "
             "(level 1, run-length), about twice as fast as level 1 proper for files 5-10 % larger.")
 
@@ -302,7 +300,6 @@ def upscale(
     strict: bool = typer.Option(False, "--strict", help="Fail a video whose damaged data the decoder concealed "
                                 "(default: upscale it and name the frames in a note); decodes on the CPU."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
-    image_codecs: str = typer.Option("auto", "--image-codecs", metavar="auto|processes|threads", help=CODECS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
                                           help="Workers for a long video's chunks and a folder's files (default: "
@@ -319,7 +316,7 @@ def upscale(
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
-        image_options = ImageOptions(jobs=jobs, png_compression=png_compression, processes=_codec_processes(image_codecs))
+        image_options = ImageOptions(jobs=jobs, png_compression=png_compression)
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
@@ -791,8 +788,6 @@ def bench_command(
     preset: Optional[str] = typer.Option(None, "--preset", help="Pipeline bench: encoder preset."),
     hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help="Pipeline bench: " + HWDEC_HELP),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Folder bench: " + JOBS_HELP),
-    image_codecs: str = typer.Option("auto", "--image-codecs", metavar="auto|processes|threads",
-                                     help="Folder bench: " + CODECS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9",
                                                   help="Folder bench: " + PNG_HELP),
     format: Optional[str] = typer.Option(None, "--format", "-f", metavar="png|jpg|webp",
@@ -809,8 +804,7 @@ def bench_command(
     lr_shape = _frame_size(size)
     log = None if quiet or json_out else (lambda s: _info(s, False))
     if video is not None and video.is_dir():
-        _bench_folder(video, scale, model, device, precision, (jobs, png_compression, image_codecs), format, json_out,
-                      log)
+        _bench_folder(video, scale, model, device, precision, jobs, png_compression, format, json_out, log)
         return
     if video is not None or pipeline:
         _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, hwdec,
@@ -847,23 +841,14 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
         print(json.dumps(report.to_dict(), indent=2) if json_out else bench_video.format_report(report))
 
 
-def _codec_processes(value: str) -> Optional[bool]:
-    """--image-codecs -> ImageOptions.processes."""
-    modes = {"auto": None, "processes": True, "threads": False}
-    if value not in modes:
-        raise typer.BadParameter(f"{value!r}: choose auto, processes or threads", param_hint="--image-codecs")
-    return modes[value]
-
-
-def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, precision: str,
-                  image_args: tuple[Optional[int], Optional[int], str], fmt: Optional[str], json_out: bool,
+def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, precision: str, jobs: Optional[int],
+                  png_compression: Optional[int], fmt: Optional[str], json_out: bool,
                   log: Optional[Callable[[str], None]]) -> None:
     from . import bench_folder
     from .engine.select import parse_device
 
     with _reported():
-        jobs, png_compression, image_codecs = image_args
-        images = ImageOptions(jobs=jobs, png_compression=png_compression, processes=_codec_processes(image_codecs))
+        images = ImageOptions(jobs=jobs, png_compression=png_compression)
         srcnn = resolve_model(model, scale)
         probe = _make_engine(device, srcnn, scale, log is None, precision)  # says which device, once
         gpu = probe.name == "cuda"

@@ -115,26 +115,3 @@ def test_auto_keeps_threads_for_the_cpu_engine_and_small_batches(tmp_path, cpu_e
     run_batch(plan_batch(src, tmp_path / "out"), cpu_engine, images=ImageOptions(jobs=2))
     assert not started  # the CPU engine's codecs are a sliver of its time
     assert images.MIN_PROCESS_FILES >= 16
-
-
-def test_cli_image_codecs(tmp_path, random_npz, make_image):
-    from typer.testing import CliRunner
-
-    from srgpu import cli
-    from srgpu.imagefile import write_image_atomic
-
-    src = tmp_path / "in"
-    src.mkdir()
-    for i in range(3):
-        write_image_atomic(src / f"{i}.png", make_image((6, 5, 3), seed=i))
-    runner = CliRunner()
-    for mode in ("processes", "threads"):
-        r = runner.invoke(cli.app, ["upscale", str(src), "-o", str(tmp_path / mode), "--model", str(random_npz),
-                                    "--device", "cpu", "--image-codecs", mode, "--quiet"])
-        assert r.exit_code == 0, r.output
-    assert outputs_of(tmp_path / "processes").keys() == outputs_of(tmp_path / "threads").keys()
-    for name, a in outputs_of(tmp_path / "processes").items():
-        np.testing.assert_array_equal(a, read_image(tmp_path / "threads" / name))
-    r = runner.invoke(cli.app, ["upscale", str(src), "-o", str(tmp_path / "bad"), "--model", str(random_npz),
-                                "--device", "cpu", "--image-codecs", "fibers"])
-    assert r.exit_code == 2 and "--image-codecs" in r.output and not (tmp_path / "bad").exists()
