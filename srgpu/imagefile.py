@@ -258,21 +258,6 @@ def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes,
     return buf.tobytes() if ok and buf is not None else None
 
 
-def written_as(path: str | Path, image: np.ndarray, icc: bytes | None = None, order: ChannelOrder = "rgb",
-               png_compression: int | None = None) -> Written | None:
-    """What write_image_atomic would write for ``image``, if ``path`` holds exactly those bytes
-    (the encoders are deterministic): how a write whose process died after publishing is told from
-    a file another program put there. None if it does not, or cannot be read."""
-    path = Path(path)
-    with _as_bgr(image, order) as bgr:
-        encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, png_compression=png_compression)
-    try:
-        same = path.read_bytes() == bytes(encoded.data)
-    except OSError:
-        return None
-    return Written(len(encoded.data), encoded.notes) if same else None
-
-
 def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None,
                        order: ChannelOrder = "rgb", png_compression: int | None = None,
                        scratch: bool = False) -> Written:

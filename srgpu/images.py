@@ -17,23 +17,21 @@ import os
 import stat
 import time
 from collections import deque
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
-import cv2
 import numpy as np
 
-from . import codec_procs, outputs
+from . import outputs
 from .bands import band_rows, bands, halo_rows
 from .color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from .engine.base import Engine, PlaneSpec
 from .cpus import cpu_cores
 from .engine.workers import run_all
 from .imagefile import (IMAGE_EXTENSIONS, PNG_LEVELS, ChannelOrder, ImageData, ImageFileError, read_image_data,
-                        write_image_atomic, written_as)
+                        write_image_atomic)
 from .manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from .model import SRCNNModel
 from .outputs import OutputExistsError
@@ -615,16 +613,11 @@ class ImageOptions:
     memory_bytes: about how much decoded images read ahead and upscaled images waiting for a
         writer may hold (srgpu.batch_stages.Budget); None: a quarter of the machine's memory, at most
         4 GiB. One image always goes through, however large.
-    processes: decode and encode in worker processes (srgpu.codec_procs) instead of threads, for
-        images up to PROCESS_MAX_BYTES; None: where it pays, a batch of at least
-        MIN_PROCESS_FILES images on an engine with its own image path (the GPU's), whose thread
-        would otherwise share the interpreter lock with every codec thread.
     """
 
     jobs: int | None = None
     png_compression: int | None = None
     memory_bytes: int | None = None
-    processes: bool | None = None
 
     def __post_init__(self) -> None:
         if self.jobs is not None and self.jobs < 1:
@@ -640,9 +633,6 @@ class ImageOptions:
 
 
 READ_AHEAD_PER_WORKER = 2  # images being decoded or waiting for the engine, per reader thread
-MIN_PROCESS_FILES = 64  # images in a batch worth starting codec processes for (about 0.2 s, once per process)
-PROCESS_MAX_BYTES = 64 * 2**20  # larger images keep the thread path (a large JPEG/PNG is encoded in strips anyway)
-MAX_ARENA_BYTES = 2 * 2**30
 FIRST_RATIO = 8.0  # decoded bytes per file byte assumed before any image was read (JPEG ~10, PNG ~2)
 
 
@@ -679,8 +669,7 @@ class _PlaneProcessor:
 @dataclass
 class _Ahead:
     """A job whose preparation is done: its outcome if it does not run, else how it runs and (an
-    image) its read on a reader thread or process, with the bytes the budget holds for it and the
-    arena block a process decodes it into."""
+    image) its read on a reader thread, with the bytes the budget holds for it."""
 
     index: int
     job: Job
@@ -689,7 +678,6 @@ class _Ahead:
     read: Future | None = None
     held: int = 0
     source_bytes: int = 0  # the file's size when it was looked at
-    block: int | None = None  # srgpu.codec_procs arena offset, freed once the engine is done with it
 
 
 @dataclass
@@ -701,21 +689,16 @@ class _InFlight:
     data: ImageData
     ticket: object
     held: int
-    block: int | None = None
 
 
 class _Readers:
-    """Images decoded ahead of the engine on ``workers`` threads, or in codec processes
-    (``procs``, for images up to PROCESS_MAX_BYTES), as far as the count and the memory budget let
-    (srgpu.batch_stages.Budget: only while there is room, never blocking)."""
+    """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
+    memory budget let (srgpu.batch_stages.Budget: only while there is room, never blocking)."""
 
-    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock,
-                 procs: codec_procs.CodecProcesses | None = None) -> None:
+    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock) -> None:
         self.order = order
         self.budget = budget
         self.clock = clock
-        self.procs = procs  # whose arena holds the blocks given out
-        self.to_procs = procs is not None  # new reads go there (until a worker dies)
         self.limit = READ_AHEAD_PER_WORKER * workers
         self.ratio = FIRST_RATIO  # decoded bytes per file byte, the largest seen so far
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-reader")
@@ -725,33 +708,15 @@ class _Readers:
         its read will say what is wrong)."""
         return int(source_bytes * self.ratio)
 
-    def start(self, entry: _Ahead, estimate: int) -> None:
-        """Start ``entry``'s read: in a codec process where one is there, the image is small enough
-        and the arena has room for ``estimate`` bytes, else on a thread."""
-        if self.to_procs and self.procs is not None and 0 < estimate <= PROCESS_MAX_BYTES:
-            try:
-                entry.block = self.procs.arena.alloc(estimate)
-            except codec_procs.ArenaFull:
-                entry.block = None
-            if entry.block is not None:
-                try:
-                    entry.read = self.procs.read(entry.job.src, self.order, entry.block, estimate)
-                    return
-                except BrokenProcessPool:  # a worker died: threads from here on
-                    self._broken()
-                    self.release(entry.block)
-                    entry.block = None
-        entry.read = self._pool.submit(self._read, entry.job)
-
-    def _broken(self) -> None:
-        if self.procs is not None:
-            codec_procs.discard(self.procs)
-        self.to_procs = False
+    def start(self, job: Job) -> Future:
+        return self._pool.submit(self._read, job)
 
     def _read(self, job: Job) -> ImageData:
         t0 = time.perf_counter()
         try:
-            return read_image_data(job.src, self.order)
+            data = read_image_data(job.src, self.order)
+            _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
+            return data
         finally:
             self.clock.add("read", time.perf_counter() - t0)
 
@@ -759,15 +724,10 @@ class _Readers:
         """The decoded image (the budget now holds its real size), or the job's failure."""
         t0 = time.perf_counter()
         try:
-            data = self._wait(ahead)
-            _check_alpha(data.pixels, ahead.job.dst.suffix, ahead.job.src)  # before the upscale: it would be for nothing
+            data = ahead.read.result()  # type: ignore[union-attr]
         except ImageFileError as e:
-            self.release(ahead.block)
-            ahead.block = None
             return Outcome(ahead.job, "failed", naming(ahead.job.src, str(e)))
         except (OSError, MemoryError) as e:
-            self.release(ahead.block)
-            ahead.block = None
             return Outcome(ahead.job, "failed", f"{ahead.job.src}: {type(e).__name__}: {e}")
         finally:
             self.clock.add("wait_read", time.perf_counter() - t0)
@@ -779,53 +739,25 @@ class _Readers:
             self.ratio = max(self.ratio, data.pixels.nbytes / ahead.source_bytes)
         return data
 
-    def _wait(self, ahead: _Ahead) -> ImageData:
-        if ahead.block is None:
-            return ahead.read.result()  # type: ignore[union-attr]
-        procs = self.procs
-        assert procs is not None
-        try:
-            decoded = ahead.read.result()  # type: ignore[union-attr]
-        except BrokenProcessPool:  # a worker died (killed, or a decoder crashed): threads from here on
-            self._broken()
-            self.release(ahead.block)
-            ahead.block = None
-            return self._read(ahead.job)
-        self.clock.add("read", decoded.seconds)
-        pixels = procs.pixels(decoded, ahead.block)
-        if decoded.pixels is not None:  # it did not fit the block it was given
-            self.release(ahead.block)
-            ahead.block = None
-        return ImageData(pixels, decoded.icc, decoded.orientation, decoded.order)
-
-    def release(self, block: int | None) -> None:
-        """Give an image's arena block back, once nothing reads it any more."""
-        if block is not None and self.procs is not None:
-            self.procs.arena.free(block)
-
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)  # a decode under way ends by itself
 
 
 class _Writers:
-    """Encodes and writes upscaled images on ``workers`` threads, or in codec processes (``procs``,
-    for images up to PROCESS_MAX_BYTES), while the calling thread reads and upscales the next ones;
-    each outcome goes into ``outcomes`` under its job's index. An exception that is not a per-file
-    failure (a bug, or KeyboardInterrupt raised inside a write) stops the writing and is raised
-    again in the calling thread."""
+    """Encodes and writes upscaled images on ``workers`` threads while the calling thread reads
+    and upscales the next ones; each outcome goes into ``outcomes`` under its job's index. An
+    exception that is not a per-file failure (a bug, or KeyboardInterrupt raised inside a write)
+    stops the writing and is raised again in the calling thread."""
 
     def __init__(self, workers: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
-                 clock: StageClock, png_compression: int | None,
-                 procs: codec_procs.CodecProcesses | None = None) -> None:
+                 clock: StageClock, png_compression: int | None) -> None:
         self.resume = resume
         self.budget = budget
         self.outcomes = outcomes
         self.clock = clock
         self.png_compression = png_compression
-        self.procs = procs
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-writer")
-        self._futures: set[Future] = set()  # every write handed over and not yet complete
-        self._in_processes: set[Future] = set()  # the codec processes' futures among them
+        self._futures: set[Future] = set()
         self._error: BaseException | None = None
         self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
 
@@ -835,116 +767,9 @@ class _Writers:
         t0 = time.perf_counter()
         self.budget.take_write(nbytes)
         self.clock.add("wait_write", time.perf_counter() - t0)
-        if self.procs is not None and nbytes <= PROCESS_MAX_BYTES and self._to_process(index, job, data, go, started,
-                                                                                          nbytes):
-            return
         future = self._pool.submit(self._run, index, job, data, go, started, nbytes)
         self._futures.add(future)
         future.add_done_callback(self._futures.discard)
-
-    def _to_process(self, index: int, job: Job, data: ImageData, go: Go, started: float, nbytes: int) -> bool:
-        """Hand the write to a codec process; False where it stays on a thread (no room in the
-        arena, or the image needs a conversion that fails: the thread path says so)."""
-        procs = self.procs
-        assert procs is not None
-        try:
-            pixels = fit_to_format(data.pixels, job.dst.suffix, job.src)
-            block = procs.arena.alloc(pixels.nbytes)
-        except (ImageFileError, codec_procs.ArenaFull):
-            return False
-        into = procs.arena.view(block, pixels.shape, pixels.dtype)
-        order = data.order
-        if pixels.ndim == 3 and order == "rgb":  # the block in the encoder's order: the worker never changes it
-            cv2.cvtColor(pixels, cv2.COLOR_RGBA2BGRA if pixels.shape[2] == 4 else cv2.COLOR_RGB2BGR, dst=into)
-            order = "bgr"
-        else:
-            np.copyto(into, pixels)
-        if self.resume:
-            self.resume.begin(job)  # (before the worker can finish: the journal keeps the order)
-        try:
-            future = procs.write(job.dst, block, pixels.shape, pixels.dtype, go.replace, data.icc, order,
-                                 self.png_compression)
-        except BrokenProcessPool:  # a worker died: threads from here on
-            if self.resume:
-                self.resume.abandon(job)
-            codec_procs.discard(procs)
-            self.procs = None
-            procs.arena.free(block)
-            return False
-        done: Future = Future()  # complete once the outcome is in (the process's future completes before its callbacks run)
-        self._futures.add(done)
-        done.add_done_callback(self._futures.discard)
-        self._in_processes.add(future)
-        image = replace(data, pixels=into, order=order)  # (not the engine's memory)
-        future.add_done_callback(lambda f: self._written(f, procs, block, index, job, image, go, started, nbytes, done))
-        return True
-
-    def _written(self, future: Future, procs: codec_procs.CodecProcesses, block: int, index: int, job: Job,
-                 data: ImageData, go: Go, started: float, nbytes: int, done: Future) -> None:
-        """A codec process's write is over (on the process pool's thread): its outcome, as ``_run``'s."""
-        self._in_processes.discard(future)
-        finished = True  # else _rewrite finishes it
-        try:
-            try:
-                written, seconds = future.result()
-            except CancelledError:  # an interrupt: never started, nothing published
-                if self.resume:
-                    self.resume.abandon(job)
-                return
-            except BrokenProcessPool:  # a worker died: this image again, on a thread, from its block
-                codec_procs.discard(procs)
-                self.procs = None
-                finished = False
-                self._pool.submit(self._rewrite, procs, block, index, job, data, go, started, nbytes, done)
-                return
-            except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
-                outcome = Outcome(job, "failed", str(e))
-            except ImageFileError as e:
-                outcome = Outcome(job, "failed", naming(job.src, str(e)))
-            except (OSError, MemoryError) as e:
-                outcome = Outcome(job, "failed", f"{job.src}: {type(e).__name__}: {e}")
-            else:
-                self.clock.add("write", seconds)
-                if self.resume:
-                    self.resume.finish(job, go, written.size)
-                outcome = Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo))
-            if outcome.status == "failed" and self.resume:
-                self.resume.abandon(job)
-            self.outcomes.put(index, replace(outcome, seconds=time.perf_counter() - started))
-        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
-            self._error = self._error or e
-            self._stop = True
-        finally:
-            if finished:
-                procs.arena.free(block)
-                self.budget.give_write(nbytes)
-                done.set_result(None)
-
-    def _rewrite(self, procs: codec_procs.CodecProcesses, block: int, index: int, job: Job, data: ImageData,
-                 go: Go, started: float, nbytes: int, done: Future) -> None:
-        """A write whose worker died (or whose pool broke under it), on a thread: once every worker
-        is gone, the file is this image's if a worker published it byte for byte (the encoders are
-        deterministic), else it is written again from the block."""
-        try:
-            procs.stop()
-            written = None if go.replace else written_as(job.dst, data.pixels, data.icc, data.order,
-                                                         self.png_compression)
-            if written is None:
-                pixels = data.pixels.copy()  # out of the block, which goes back
-                procs.arena.free(block)
-                self._run(index, job, replace(data, pixels=pixels), go, started, nbytes)  # gives the bytes back
-                return
-            procs.arena.free(block)
-            self.budget.give_write(nbytes)
-            if self.resume:
-                self.resume.finish(job, go, written.size)
-            self.outcomes.put(index, Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo),
-                                             seconds=time.perf_counter() - started))
-        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
-            self._error = self._error or e
-            self._stop = True
-        finally:
-            done.set_result(None)
 
     def _run(self, index: int, job: Job, data: ImageData, go: Go, started: float, nbytes: int) -> None:
         try:
@@ -992,7 +817,7 @@ class _Writers:
     def drain(self) -> None:
         """Wait for every write handed over so far."""
         for future in list(self._futures):
-            future.exception()  # waits; _run and _written keep their own exceptions
+            future.exception()  # waits; _run keeps its own exceptions
         self.raise_error()
 
     def close(self, finish_queued: bool = True, raise_errors: bool = True) -> None:
@@ -1000,11 +825,6 @@ class _Writers:
         False (an interrupt: what is being written completes whole, nothing more starts)."""
         if not finish_queued:
             self._stop = True
-            for future in list(self._in_processes):
-                future.cancel()  # one a worker has taken completes whole
-        while self._futures:  # (a write whose worker died is done again on a thread meanwhile)
-            for future in list(self._futures):
-                future.exception()
         self._pool.shutdown(wait=True)
         if raise_errors:
             self.raise_error()
@@ -1042,9 +862,8 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
-    procs = _codec_processes(plan, processor, images, workers, budget.limit)
-    readers = _Readers(workers, processor.order, budget, clock, procs)
-    writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression, procs)
+    readers = _Readers(workers, processor.order, budget, clock)
+    writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression)
     ahead: deque[_Ahead] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
@@ -1072,7 +891,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             if job.kind == "image" and isinstance(entry.go, Go):
                 entry.held = estimate
                 budget.take_read(estimate)
-                readers.start(entry, estimate)
+                entry.read = readers.start(job)
             ahead.append(entry)
             planned += 1
 
@@ -1087,7 +906,6 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         finally:
             clock.add("process", time.perf_counter() - t0)
             budget.give_read(item.held)
-            readers.release(item.block)  # the engine has its samples (the ticket was waited for)
         clock.add("output_pixels", 0.0, pixels.shape[0] * pixels.shape[1])
         writers.submit(item.index, item.job, replace(item.data, pixels=pixels), item.go, item.started)
 
@@ -1101,7 +919,6 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             ticket = processor.submit(data.pixels, on_rows)
         except (ImageFileError, OSError, MemoryError) as e:
             budget.give_read(entry.held)
-            readers.release(entry.block)
             outcomes.put(entry.index, _failure(entry.job, e, time.perf_counter() - entry.started))
             return
         finally:
@@ -1109,7 +926,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         clock.add("process", 0.0, 1)  # one more image on the engine
         clock.add("input_pixels", 0.0, data.pixels.shape[0] * data.pixels.shape[1])
         in_flight.append(_InFlight(entry.index, entry.job, entry.started, entry.go, data, ticket,  # type: ignore[arg-type]
-                                   entry.held, entry.block))
+                                   entry.held))
         # the oldest is waited for once enough are queued; before that, whatever is done already
         # goes on to the writers at once (they would otherwise idle while groups fill)
         while in_flight and (len(in_flight) > processor.in_flight or _ready(in_flight[0].ticket)):
@@ -1155,26 +972,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         processor.close()
         if resume is not None:
             resume.close()  # after the writers: every output they published is in the journal
-        if procs is not None:
-            with contextlib.suppress(OSError):
-                folders.sweep()  # what a codec process killed mid-file left
     return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
-
-
-def _codec_processes(plan: Plan, processor: object, images: ImageOptions, workers: int,
-                     budget_bytes: int) -> codec_procs.CodecProcesses | None:
-    """The codec processes this batch's images go through (ImageOptions.processes), or None: the
-    thread path, also where they cannot start (no shared memory file outside Linux, say)."""
-    wanted = images.processes
-    if wanted is None:
-        wanted = not isinstance(processor, _PlaneProcessor) and \
-            sum(j.kind == "image" for j in plan.jobs) >= MIN_PROCESS_FILES
-    if not wanted:
-        return None
-    try:
-        return codec_procs.codec_processes(workers, min(MAX_ARENA_BYTES, budget_bytes))
-    except (OSError, RuntimeError, BrokenProcessPool):
-        return None
 
 
 def _ready(ticket: object) -> bool:
