@@ -2,7 +2,8 @@
 # Issue 23 on the GPU machine in one call: who holds the GIL in a warm folder run (py-spy --gil,
 # dev/folder_gil_profile.py), the codecs in processes against threads (dev/folder_procs_prototype.py),
 # and where a first run's plan choice goes (cProfile of srgpu bench). One archive under $OUT.
-# Needs py-spy: pip install --no-index --find-links .whl py-spy
+# Needs py-spy (its 3 MB wheel from PyPI, carried in an ignored folder of its own: with .ffmpeg9 and
+# the Dask wheels it would pass the 64 MiB a call may carry): pip install --no-index --find-links DIR py-spy
 set -u
 out=${OUT:-/tmp/round}; work=/tmp/round-work; mkdir -p "$out" "$work"
 unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
