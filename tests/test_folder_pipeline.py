@@ -333,3 +333,18 @@ def test_an_image_path_in_opencv_order_with_images_in_flight_writes_the_same_fil
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
     assert a["d_sideways.png"].shape == (20, 12, 3)
     assert metadata_of(tmp_path / "bgr" / "e_icc.png")[cv2.IMAGE_METADATA_ICCP] == icc
+
+
+@pytest.mark.parametrize("path, root", [("/a/b/c.jpg", "/a"), ("/a/bc.jpg", "/a/b"), ("/a/b", "/a/b"),
+                                        ("rel/x/y.png", "rel"), ("/x.png", "/"), ("a/b", "."), ("/ab/c", "/a"),
+                                        ("/a/b/../c.png", "/a"), ("/a/b c/d é.png", "/a")])
+def test_a_jobs_relative_path_is_pathlibs(path, root):
+    """The manifest names outputs by their path under the folder: the string shortcut gives what
+    pathlib's relative_to gives, or None where that refuses."""
+    from srgpu.images import Resume
+
+    try:
+        want = Path(path).relative_to(Path(root)).as_posix()
+    except ValueError:
+        want = None
+    assert Resume._rel(Path(path), Path(root)) == want
