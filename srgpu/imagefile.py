@@ -168,11 +168,11 @@ def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: in
     """Encode ``image`` (OpenCV's channel order) as ``ext``: into memory, or with ``file``
     straight into that file (the encoder streams it: no copy of a large compressed image is held;
     ``data`` is then empty)."""
-    params = encode_params(ext, jpeg_quality, png_compression)
     problem = _icc_problem(icc, ext, image) if icc else None
     in_strips = _strip_encoder(image, ext, jpeg_quality, png_compression)
     if in_strips is not None:
         return _encode_in_strips(in_strips, ext, icc, problem, file)
+    params = encode_params(ext, jpeg_quality, png_compression)
     if icc and problem is None:
         data = _encode_with_icc(image, ext, params, icc, file)
         if data is not None:
