@@ -21,6 +21,7 @@ depends on it. Any compile or launch failure raises EngineError naming the kerne
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -264,31 +265,33 @@ class GPUEngine(Engine):
         condition (1); the reference stands for the fp32 kernel, which is within ~1e-6 of it).
         The reference comes from disk when an earlier process computed it (check_reference.py);
         a plan fails only against one computed now. EngineError if it fails."""
-        self._prepare(plan)
-        failure = self._check_against_reference(plan, bits, seed, fresh=False)
+        from concurrent.futures import ThreadPoolExecutor
+
+        frame = _CheckFrame.of(plan, bits, seed, self.scale)
+        # a first run computes the reference (NumPy, float64) while the kernel compiles or loads
+        with ThreadPoolExecutor(1, thread_name_prefix="srgpu-check-reference") as pool:
+            stored = pool.submit(self._reference, frame, False)
+            self._prepare(plan)
+            failure = self._check_against_reference(plan, frame, stored.result())
         if failure is not None:
-            failure = self._check_against_reference(plan, bits, seed, fresh=True)
+            failure = self._check_against_reference(plan, frame, self._reference(frame, True))
         if failure is not None:
             raise EngineError(failure)
         self._checked.add((_identity(plan), _check_depth(plan, bits)))
 
-    def _check_against_reference(self, plan: Plan, bits: int, seed: int, fresh: bool) -> str | None:
-        """What is wrong with ``plan``'s output on the check frame, or None."""
-        from ..resize import imresize
+    def _reference(self, frame: "_CheckFrame", fresh: bool) -> np.ndarray:
         from .check_reference import reference_dir, srcnn_reference
 
-        references = reference_dir(self.options.cache_dir)
-        rng = np.random.default_rng(seed)
+        return srcnn_reference(self.model, frame.upscaled, reference_dir(self.options.cache_dir), fresh)
+
+    def _check_against_reference(self, plan: Plan, frame: "_CheckFrame", expect: np.ndarray) -> str | None:
+        """What is wrong with ``plan``'s output on the check frame, or None."""
         cp = self._cp
-        lr_shape = (40, 36) if plan.kind == "layerwise" else (72, 64)
-        out_shape = (lr_shape[0] * self.scale, lr_shape[1] * self.scale)
+        lr, out_shape = frame.lr, frame.upscaled.shape
         with self._on_device(), self._guard(f"checking plan {plan.describe()}"):
             if plan.kind == "layerwise":
-                lr = rng.random(lr_shape, dtype=np.float32)
-                up = imresize(lr.astype(np.float64), output_shape=out_shape)
-                expect = srcnn_reference(self.model, up, references, fresh)
-                net = cp.full(out_shape, np.nan, dtype=np.float32)
-                work = self._work_buffers(lr_shape, out_shape)
+                net = self._poisoned(out_shape, np.float32)
+                work = self._work_buffers(lr.shape, out_shape)
                 self.bicubic.resize(cp.asarray(lr), work.y, work.tmp, 1.0, False, self.stream)
                 self._layers(plan, work.y, net, None)
                 got = net.get(stream=self.stream)
@@ -297,20 +300,23 @@ class GPUEngine(Engine):
                 if not err <= limit:
                     return f"plan {plan.describe()} failed its self-check: max error {err:.3g} > {limit:.3g}"
             else:
-                depth = _check_depth(plan, bits)
-                top = 2**depth - 1
-                dtype = np.uint8 if depth <= 8 else np.uint16
-                lr = rng.integers(0, top + 1, lr_shape).astype(dtype)
-                out = cp.full(out_shape, 0xAB, dtype=dtype)  # poisoned
-                self._run_plan(plan, cp.asarray(lr), out, top)
+                out = self._poisoned(out_shape, lr.dtype)
+                self._run_plan(plan, cp.asarray(lr), out, frame.top)
                 got = out.get(stream=self.stream)
-                up = imresize(lr.astype(np.float64) / top, output_shape=out_shape)
-                ref = np.floor(np.clip(srcnn_reference(self.model, up, references, fresh), 0, 1) * top + 0.5)
+                ref = np.floor(np.clip(expect, 0, 1) * frame.top + 0.5)
                 worst = int(np.abs(got.astype(np.int64) - ref.astype(np.int64)).max())
                 if not ACCURACY_BAR.met(worst):
-                    return (f"plan {plan.describe()} failed its self-check at {depth} bits: output up to {worst} "
+                    return (f"plan {plan.describe()} failed its self-check at {frame.depth} bits: output up to {worst} "
                             f"levels from the reference (the bar: {ACCURACY_BAR.max_level_difference})")
         return None
+
+    def _poisoned(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A device array the kernel under test must overwrite entirely: every byte 0xFF (float32:
+        NaN) or 0xAB (integer samples), set by a memset on the engine's stream. (CuPy's ``full``
+        would load its fill kernel, ~20 ms of a new process's first run.)"""
+        a = self._cp.empty(shape, dtype=dtype)
+        a.data.memset_async(0xFF if np.dtype(dtype).kind == "f" else 0xAB, a.nbytes, self.stream)
+        return a
 
     # ------------------------------------------------------------ running a plan
 
@@ -436,7 +442,7 @@ class GPUEngine(Engine):
     def _scratch(self, shape: tuple[int, ...]) -> Any:
         """A float32 array of ``shape``, a view of one buffer grown as needed: the stream orders
         every use after the last, as with the work buffers."""
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         if self._scratch_buf is None or self._scratch_buf.size < n:
             self._scratch_buf = None
             self._scratch_buf = self._cp.empty(max(n, 1 << max(n - 1, 0).bit_length()), dtype=np.float32)
@@ -545,6 +551,33 @@ def require_gpu(device_index: int = 0) -> None:
 def _identity(plan: Plan) -> tuple[Any, ...]:
     """What a plan runs (not when or how it was measured)."""
     return plan.kind, tuple(c.config for c in plan.layers), plan.fused
+
+
+@dataclass(frozen=True)
+class _CheckFrame:
+    """The self-check's input: a seeded random LR frame (float32 in [0, 1] for a layer-wise plan,
+    samples of the check depth for a fused one) and its bicubic upscale in float64, which the
+    reference network takes."""
+
+    lr: np.ndarray
+    upscaled: np.ndarray
+    depth: int
+    top: int
+
+    @classmethod
+    def of(cls, plan: Plan, bits: int, seed: int, scale: int) -> "_CheckFrame":
+        from ..resize import imresize
+
+        rng = np.random.default_rng(seed)
+        lr_shape = (40, 36) if plan.kind == "layerwise" else (72, 64)
+        out_shape = (lr_shape[0] * scale, lr_shape[1] * scale)
+        if plan.kind == "layerwise":
+            lr = rng.random(lr_shape, dtype=np.float32)
+            return cls(lr, imresize(lr.astype(np.float64), output_shape=out_shape), FLOAT_BITS, 1)
+        depth = _check_depth(plan, bits)
+        top = 2**depth - 1
+        lr = rng.integers(0, top + 1, lr_shape).astype(np.uint8 if depth <= 8 else np.uint16)
+        return cls(lr, imresize(lr.astype(np.float64) / top, output_shape=out_shape), depth, top)
 
 
 def _check_depth(plan: Plan, bits: int) -> int:

@@ -29,6 +29,7 @@ writers may hold an image for a while, and the engine's thread copies nothing ou
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
@@ -83,7 +84,7 @@ def _output_block(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     engine's thread: at 8 GB/s, copying out a small photo's 2 MB cost more than its whole trip
     through the device). A block of a power-of-two size from CuPy's pinned pool, which takes it
     back when the last of the group's images is dropped (written) and hands it to a later group."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
     return empty_pinned(_grown(nbytes, MIN_OUTPUT_BYTES), dtype=np.uint8)[:nbytes].view(dtype).reshape(shape)
 
 
@@ -103,7 +104,7 @@ class _Buffers:
         memory costs about a millisecond per call, so a folder of growing sizes makes a few, and
         CuPy's pinned pool, which hands freed blocks back for requests of the same size, serves
         the next folder's."""
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         buf = self.pinned.get(role)
         if buf is None or buf.nbytes < nbytes:
             self.pinned.pop(role, None)
@@ -117,7 +118,7 @@ class _Buffers:
             return last[2]
         import cupy as cp
 
-        nbytes = int(np.prod(shape)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         buf = self.device.get(role)
         if buf is None or buf.nbytes < nbytes:
             self.device.pop(role, None)

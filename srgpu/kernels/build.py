@@ -20,6 +20,7 @@ from .launch import DeviceLimits, Launch, LaunchError, validate_launch
 
 KERNEL_DIR = Path(__file__).resolve().parent
 COMPILE_OPTIONS = ("-std=c++17",)
+MAX_CHECKED_LAUNCHES = 4096
 _INCLUDE = re.compile(r'^\s*#include\s+"([A-Za-z0-9_.]+)"\s*$', re.MULTILINE)
 
 
@@ -72,6 +73,8 @@ class Kernel:
         self.function = function
         self.limits = limits
         self._shared_raised = 0
+        self._checked: set[Launch] = set()  # launches validated already: a folder of small images
+        # launches the same few shapes thousands of times
 
     @property
     def registers(self) -> int:
@@ -82,10 +85,14 @@ class Kernel:
         return int(self.function.local_size_bytes)
 
     def check(self, launch: Launch) -> None:
+        if launch in self._checked:
+            return
         try:
             validate_launch(launch, self.limits, int(self.function.max_threads_per_block))
         except LaunchError as e:
             raise EngineError(str(e)) from None
+        if len(self._checked) < MAX_CHECKED_LAUNCHES:
+            self._checked.add(launch)
 
     def __call__(self, launch: Launch, args: Sequence[Any], stream: Any) -> None:
         self.check(launch)
@@ -93,8 +100,7 @@ class Kernel:
             if launch.needs_shared_optin and launch.shared_bytes > self._shared_raised:
                 self.function.max_dynamic_shared_size_bytes = launch.shared_bytes
                 self._shared_raised = launch.shared_bytes
-            with stream:
-                self.function(launch.grid, launch.block, tuple(args), shared_mem=launch.shared_bytes)
+            self.function(launch.grid, launch.block, tuple(args), shared_mem=launch.shared_bytes, stream=stream)
         except EngineError:
             raise
         except Exception as e:  # CUDADriverError / CUDARuntimeError and friends
