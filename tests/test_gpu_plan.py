@@ -44,6 +44,24 @@ def test_launch_over_limits_names_the_kernel(launch: Launch, kernel_max: int | N
     assert str(e.value).startswith(f"kernel {launch.kernel}:") and words in str(e.value)
 
 
+def test_a_kernel_remembers_only_launches_that_passed() -> None:
+    """Launches are validated once per configuration (a folder launches the same few thousands of
+    times); one over the limits still fails every time, after valid ones."""
+    from types import SimpleNamespace
+
+    from srgpu.errors import EngineError
+    from srgpu.kernels.build import Kernel
+
+    kernel = Kernel("k<x>", SimpleNamespace(max_threads_per_block=256), H100_LIMITS)
+    good, bad = Launch("k<x>", (4, 1, 1), (256, 1, 1)), Launch("k<x>", (4, 1, 1), (512, 1, 1))
+    kernel.check(good)
+    kernel.check(good)
+    for _ in range(2):
+        with pytest.raises(EngineError, match="512 threads per block exceeds the 256"):
+            kernel.check(bad)
+    assert bad not in kernel._checked and good in kernel._checked
+
+
 def test_shared_memory_opt_in_threshold() -> None:
     assert not Launch("k", (1, 1, 1), (32, 1, 1), 48 * 1024).needs_shared_optin
     assert Launch("k", (1, 1, 1), (32, 1, 1), 48 * 1024 + 4).needs_shared_optin
