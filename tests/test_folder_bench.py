@@ -39,6 +39,7 @@ def test_bench_folder_json_on_the_cpu(tmp_path, random_npz, make_image) -> None:
     (run,) = report["runs"]
     assert run["label"] == "cpu" and run["images"] == 6 and run["failed"] == 1
     assert run["seconds"] > 0 and run["times_codec_floor"] > 0 and run["plans_measured"] == 0
+    assert run["check_s"] == 0  # the CPU engine has no plans to check
     stages = run["stages"]
     assert stages["images"] == 6 and stages["workers"] == 2 and stages["read_s"] > 0 and stages["write_s"] > 0
     assert stages["output_pixels"] == 4 * stages["input_pixels"]

@@ -267,6 +267,8 @@ def test_bench_folder_on_the_gpu(tmp_path: Path, make_image) -> None:
     assert first["label"] == "first run" and warm["label"] == "warm plans"
     assert first["images"] == warm["images"] == 4 and report["codec_floor"]["seconds"] > 0
     assert first["plans_measured"] == 1 and first["plan_s"] > 0 and warm["plans_measured"] == 0
+    # every run self-checks its plan once: the first within its plan choice, the warm one alone
+    assert 0 < first["check_s"] <= first["plan_s"] and warm["check_s"] > 0 and warm["plan_s"] == 0
     assert "cuda" in report["engine"] or "GPU" in report["engine"]
 
 
