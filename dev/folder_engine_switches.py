@@ -44,6 +44,40 @@ def switches() -> tuple[int, int]:
     return got["voluntary_ctxt_switches"], got["nonvoluntary_ctxt_switches"]
 
 
+class Breakdown:
+    """Switches and seconds of the engine's thread inside named calls (getrusage(RUSAGE_THREAD),
+    which does not let the GIL go). Nested calls count in both."""
+
+    def __init__(self) -> None:
+        self.main = threading.get_ident()
+        self.counts: dict[str, list[float]] = {}
+
+    def wrap(self, owner: object, name: str, label: str) -> None:
+        import functools
+        import resource
+
+        inner = getattr(owner, name)
+        counts = self.counts.setdefault(label, [0, 0.0, 0])
+
+        @functools.wraps(inner)
+        def timed(*a, **k):
+            if threading.get_ident() != self.main:
+                return inner(*a, **k)
+            s0, t0 = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw, time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                counts[0] += resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - s0
+                counts[1] += time.perf_counter() - t0
+                counts[2] += 1
+
+        setattr(owner, name, timed)
+
+    def report(self, runs: int) -> str:
+        return "\n".join(f"    {label:34s} {c[0] / runs:7.1f} switches {c[1] / runs * 1e3:7.1f} ms {c[2] / runs:6.0f} calls"
+                         for label, c in sorted(self.counts.items(), key=lambda kv: -kv[1][0]))
+
+
 def hold_gil_copyto(dst: np.ndarray, src: np.ndarray) -> None:
     if src.nbytes <= SMALL_COPY and src.flags.c_contiguous and dst.flags.c_contiguous and src.dtype == dst.dtype \
             and src.shape == dst.shape:
@@ -57,6 +91,7 @@ def main() -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--hold-gil-copy", action="store_true")
+    ap.add_argument("--breakdown", action="store_true", help="switches per call on the engine's thread")
     args = ap.parse_args()
 
     import cv2
@@ -72,10 +107,29 @@ def main() -> int:
                 return hold_gil_copyto if name == "copyto" else getattr(np, name)
         imageproc.np = _NP()  # type: ignore[assignment]
 
+    breakdown = None
+    if args.breakdown:
+        import srgpu.images as im
+        import srgpu.engine.overlap as ov
+
+        breakdown = Breakdown()
+        for owner, name, label in (
+                (im, "prepare_job", "prepare_job (look_ahead)"), (im.Looked, "at", "Looked.at (look_ahead)"),
+                (im._Readers, "start", "readers.start"), (im._Readers, "result", "readers.result"),
+                (im._Writers, "submit", "writers.submit"), (im.InOrder, "ready", "outcomes.ready (report)"),
+                (imageproc.OverlappedImages, "submit", "OverlappedImages.submit"),
+                (imageproc.OverlappedImages, "_prepare", "  _prepare (copy into pinned)"),
+                (ov.SlotPipeline, "_queue", "  _queue (copies, launches, events)"),
+                (imageproc.OverlappedImages, "_result", "OverlappedImages._result (wait)"),
+                (imageproc._Ticket, "ready", "ticket.ready")):
+            breakdown.wrap(owner, name, label)
     with tempfile.TemporaryDirectory(prefix="srgpu-switches-") as tmp:
         root = Path(tmp)
         engine = create_engine("cuda", resolve_model("9-1-5", 2), 2, GPUOptions(cache_dir=root / "plans"))
         run_batch(plan_batch(args.folder, root / "first"), engine)  # plans chosen, kernels loaded
+        if breakdown is not None:
+            for c in breakdown.counts.values():
+                c[:] = [0, 0.0, 0]
         rows = []
         for _ in range(args.rounds):
             out = root / "out"
@@ -87,6 +141,8 @@ def main() -> int:
             v1, i1 = switches()
             assert not result.failed, result.summary()
             rows.append((wall, result.stages.process, v1 - v0, i1 - i0))
+        if breakdown is not None:  # the warm runs only
+            breakdown.counts = {k: list(v) for k, v in breakdown.counts.items()}
         images = [cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted(args.folder.iterdir())]
         processor = engine.image_processor()
         alone = []
@@ -105,6 +161,9 @@ def main() -> int:
             alone.append((took, v1 - v0, i1 - i0))
         processor.close()
         engine.close()
+    if breakdown is not None:
+        print(f"{args.folder.name}: per warm run, on the engine's thread:")
+        print(breakdown.report(args.rounds))
     med = statistics.median
     print(f"{args.folder.name} ({len(images)} images){' hold-gil-copy' if args.hold_gil_copy else ''}: "
           f"run wall {med(r[0] for r in rows):.3f} s, engine stage {med(r[1] for r in rows):.3f} s, "
