@@ -31,19 +31,33 @@ __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.s
 template <int N>
 __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 
-// d (m64n32, f32, 16 registers per thread) = A (desc) x B (desc) + (acc ? d : 0), both K-major. The first
-// MMA of a sum passes acc = 0 rather than zeroing d: moves into d between the fence and the MMA would
-// make ptxas serialise the MMAs (C7517 / C7519).
-__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], u64 da, u64 db, int acc) {
+// d (m64nN, f32, N / 2 registers per thread) = A (desc) x B (desc) + (acc ? d : 0), both K-major. The
+// first MMA of a sum passes acc = 0 rather than zeroing d: moves into d between the fence and the MMA
+// would make ptxas serialise the MMAs (C7517 / C7519).
+template <int N>
+__device__ __forceinline__ void wgmma_f16(float (&d)[N / 2], u64 da, u64 db, int acc);
+template <>
+__device__ __forceinline__ void wgmma_f16<32>(float (&d)[16], u64 da, u64 db, int acc) {
     asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(acc));
+}
+template <>
+__device__ __forceinline__ void wgmma_f16<64>(float (&d)[32], u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(acc));
+}
+template <>
+__device__ __forceinline__ void wgmma_f16<128>(float (&d)[64], u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "l"(da), "l"(db), "r"(acc));
 }
 
@@ -71,13 +85,17 @@ struct WgCfg {
     static_assert(TOTAL < (1 << 18), "descriptor addresses are 18 bits");
 };
 
+// NB > 1 (a rate probe, not a convolution): the MMAs are m64n(32 NB)k16, B's rows n >= 32 read on past
+// the tap's 512 bytes into the next weights (garbage, never stored); channels 0..31 stay exact. So the
+// MMAs per position are the same, each NB times wider: how the tensor rate grows with N when A (2 KB per
+// MMA) is the same, i.e. what reading A from shared memory costs.
 // One block: a tile of ZT output rows x 32 columns (tile blockIdx.x % ntiles: a grid larger than the
 // frame's tiles repeats them, to time a 4K frame's worth on a small, L2-resident frame).
 // in: (Hin, Win, 64) fp16 as 8 uint4 per position; out: (Hz, Wz, 32) fp16, ReLU(conv + bias), where
 // Hz = Hin - 4, Wz = Win - 4. wpk: the weights in the shared layout. reps > 1: the MMAs run reps times
 // on the loaded tile (timing the MMA part alone); the last rep stores. swap: LBO / SBO exchanged (a
 // probe of the descriptor's convention). ldsync: skip the global loads after the first (unused: 0).
-template <int ZT, int NWG>
+template <int ZT, int NWG, int NB = 1>
 __global__ void __launch_bounds__(NWG * 128, 1)
     wg_conv2(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk, const float* __restrict__ bias,
              u32* __restrict__ out, int tiles_x, int ntiles, int reps, int swap) {
@@ -112,11 +130,11 @@ __global__ void __launch_bounds__(NWG * 128, 1)
         da[i] = wg_desc(sbase + C::O_A + (pr * 8 * C::P + pc * 8) * 16, lbo_a, sbo_a);
     }
     const u64 db = wg_desc(sbase + C::O_W, lbo_b, sbo_b);
-    float acc[C::MT][16];
+    float acc[C::MT][16 * NB];
 #pragma unroll
     for (int i = 0; i < C::MT; ++i)
 #pragma unroll
-        for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
+        for (int k = 0; k < 16 * NB; ++k) acc[i][k] = 0.f;
     for (int rep = 0; rep < reps; ++rep) {
         wg_fence();
 #pragma unroll 1
@@ -129,7 +147,7 @@ __global__ void __launch_bounds__(NWG * 128, 1)
                 const u64 b = db + (u64)((t * 8 + 2 * ks) * 32);       // 512 B per (t, g), 16-byte units
                 const u64 ao = (u64)(dy * C::P + dx + ks * 2 * (C::G / 16));
 #pragma unroll
-                for (int i = 0; i < C::MT; ++i) wgmma_m64n32k16(acc[i], da[i] + ao, b, t + ks);
+                for (int i = 0; i < C::MT; ++i) wgmma_f16<32 * NB>(acc[i], da[i] + ao, b, t + ks);
             }
             }
         }

@@ -31,11 +31,11 @@ POSITIONS_4K = 36 * 64 * 138 * 32  # Z positions of the 60 x 28 tile over 3840 x
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
 
 
-def kernel_name(zt: int, nwg: int) -> str:
-    return f"wg_conv2<{zt}, {nwg}>"
+def kernel_name(zt: int, nwg: int, nb: int = 1) -> str:
+    return f"wg_conv2<{zt}, {nwg}, {nb}>"
 
 
-def shared_bytes(zt: int, nwg: int) -> int:
+def shared_bytes(zt: int, nwg: int, nb: int = 1) -> int:
     """WgCfg::TOTAL."""
     npos = (zt + 4) * 36
     g = (npos * 16 + 127) // 128 * 128 + 16
@@ -85,12 +85,12 @@ def reference(x: np.ndarray, w2: np.ndarray, b2: np.ndarray) -> np.ndarray:
 
 
 class Conv2:
-    def __init__(self, zt: int, nwg: int) -> None:
+    def __init__(self, zt: int, nwg: int, nb: int = 1) -> None:
         import cupy as cp
         import cupy_backends.cuda.api.driver as drv
 
-        self.zt, self.nwg = zt, nwg
-        name = kernel_name(zt, nwg)
+        self.zt, self.nwg, self.nb = zt, nwg, nb
+        name = kernel_name(zt, nwg, nb)
         cubin, lowered = compile_cubin([name])
         self.module = cp.cuda.function.Module()
         self.module.load(cubin)
@@ -117,14 +117,15 @@ def random_case(rng: np.random.Generator, hz: int, wz: int) -> tuple[np.ndarray,
     return x, w2, b2
 
 
-def check(configs: list[tuple[int, int]], swap: int) -> bool:
+def check(configs: list[tuple[int, ...]], swap: int) -> bool:
     import cupy as cp
 
     rng = np.random.default_rng(7)
     ok = True
-    for zt, nwg in configs:
-        k = Conv2(zt, nwg)
-        print(f"{kernel_name(zt, nwg)}: {k.regs} regs, {k.local} local bytes, {k.smem} B shared")
+    for cfg in configs:
+        k = Conv2(*cfg)
+        zt = cfg[0]
+        print(f"{kernel_name(*cfg)}: {k.regs} regs, {k.local} local bytes, {k.smem} B shared")
         for hz, wz in ((37, 53), (zt, 32), (70, 101), (8, 5)):
             x, w2, b2 = random_case(rng, hz, wz)
             ref = reference(x, w2, b2)
@@ -140,17 +141,17 @@ def check(configs: list[tuple[int, int]], swap: int) -> bool:
     return ok
 
 
-def time_config(zt: int, nwg: int, reps: int, swap: int, mma_reps: list[int]) -> dict:
+def time_config(zt: int, nwg: int, nb: int, reps: int, swap: int, mma_reps: list[int]) -> dict:
     import cupy as cp
 
-    k = Conv2(zt, nwg)
+    k = Conv2(zt, nwg, nb)
     rng = np.random.default_rng(1)
     hz, wz = 8 * zt, 32 * 16  # a small frame (L2-resident): 128 tiles
     x, w2, b2 = random_case(rng, hz, wz)
     dx, dw, db = cp.asarray(x), cp.asarray(pack_weights(w2)), cp.asarray(b2)
     out = cp.zeros((hz, wz, 32), np.float16)
     blocks = POSITIONS_4K // (zt * 32)
-    row = {"kernel": kernel_name(zt, nwg), "swap": swap, "regs": k.regs, "local": k.local, "smem": k.smem,
+    row = {"kernel": kernel_name(zt, nwg, nb), "swap": swap, "regs": k.regs, "local": k.local, "smem": k.smem,
            "blocks": blocks}
     for r in mma_reps:
         ms = time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r, swap=swap), reps)
@@ -160,6 +161,7 @@ def time_config(zt: int, nwg: int, reps: int, swap: int, mma_reps: list[int]) ->
         row["ms_per_mma_pass"] = (row[f"ms_reps{r1}"] - row[f"ms_reps{r0}"]) / (r1 - r0)
         flops = 2.0 * POSITIONS_4K * 1600 * 32
         row["tflops_mma_pass"] = flops / (row["ms_per_mma_pass"] * 1e-3) / 1e12
+        row["tflops_issued"] = nb * row["tflops_mma_pass"]  # the probe's MMAs are nb times wider
     return row
 
 
@@ -177,13 +179,18 @@ def time_cupy(fn, reps: int, warmup: int = 3) -> float:
     return float(statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in zip(ev, ev[1:])))
 
 
-def parse_configs(spec: list[str]) -> list[tuple[int, int]]:
-    return [tuple(int(v) for v in s.split(",")) for s in spec]  # type: ignore[misc]
+def parse_configs(spec: list[str]) -> list[tuple[int, int, int]]:
+    """ "ZT,NWG[,NB]" -> (ZT, NWG, NB)."""
+    out = []
+    for s in spec:
+        v = [int(x) for x in s.split(",")]
+        out.append((v[0], v[1], v[2] if len(v) > 2 else 1))
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", action="append", default=None, help="ZT,NWG: Z rows per block, warpgroups (default 16,2 16,4 8,1 8,2)")
+    ap.add_argument("--config", action="append", default=None, help="ZT,NWG[,NB]: Z rows per block, warpgroups, N / 32 (NB > 1: rate probe; default 16,2 16,4 8,1 8,2)")
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
@@ -210,14 +217,15 @@ def main() -> None:
     if args.once:
         import cupy as cp
 
-        zt, nwg = configs[0]
-        k = Conv2(zt, nwg)
+        zt, nwg, nb = configs[0]
+        k = Conv2(zt, nwg, nb)
         x, w2, b2 = random_case(np.random.default_rng(1), 8 * zt, 512)
         out = cp.zeros((8 * zt, 512, 32), np.float16)
         k(cp.asarray(x), cp.asarray(pack_weights(w2)), cp.asarray(b2), out, blocks=POSITIONS_4K // (zt * 32), swap=swap)
         cp.cuda.Device().synchronize()
     if args.time:
-        rows = [time_config(zt, nwg, args.reps, swap, [int(v) for v in args.mma_reps.split(",")]) for zt, nwg in configs]
+        rows = [time_config(zt, nwg, nb, args.reps, swap, [int(v) for v in args.mma_reps.split(",")])
+                for zt, nwg, nb in configs]
         for r in rows:
             print(json.dumps(r))
         if args.json:
