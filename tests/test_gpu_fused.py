@@ -186,7 +186,8 @@ def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
     borders, 8- and 10-bit, two poisons; on these random frames the split meets the accuracy bar."""
     model = MODELS[arch]
     f2 = model.f2
-    configs = [c for c in not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2) if c.stream]
+    configs = [c for c in not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2)
+               if c.stream and c.runs_on(_compute_capability(cp))]
     if not configs:
         pytest.skip(f"no streamed {precision} tile for {arch}")
     rng = np.random.default_rng(59)
@@ -206,6 +207,50 @@ def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
             assert np.array_equal(outs[0], outs[1])
             if precision == "fp16" and dtype == np.uint8:
                 assert worst <= 1 and frac >= SPLIT_EQUAL, (cfg.label, frac, worst)
+
+
+def _compute_capability(cp) -> str:
+    cc = cp.cuda.Device().compute_capability  # "90"
+    return f"{cc[:-1]}.{cc[-1]}"
+
+
+def test_wgmma_conv2_tiles(cp) -> None:
+    """The tiles whose conv2 runs on the warpgroup MMA (fused_tc.cu WG, sm_90a; compute capability 9.0
+    only): raw output against the CPU reference on awkward sizes (1x1 to frames of several tiles, every
+    border, a short last chunk, x3, a non-integer ratio, 10-bit), output poisoned with NaN; 8-bit output
+    with two poisons equal, within one level of the reference (the accuracy bar) and close to the
+    mma.sync tile's."""
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = MODELS["9-5-5"]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.wg]
+    assert configs
+    rng = np.random.default_rng(61)
+    cases = [(np.uint8, lr, hr) for lr, hr in CASES] + [(np.uint8, (77, 101), (154, 202)), (np.uint8, (31, 61), (62, 122)),
+                                                        (np.uint16, (45, 38), (135, 114))]
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
+            "fp16-fast", 5, **{k: v for k, v in cfg.params if k != "wg"}))
+        for dtype, lr_shape, out_shape in cases:
+            plane = random_plane(lr_shape, dtype, rng)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - fused.reference(plane, out_shape, max_value(dtype), model, raw=True))))
+            top = np.iinfo(dtype).max
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in (0, top)]
+            mine = base.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 0, dtype)).get()
+            ref8 = fused.reference(plane, out_shape, max_value(dtype), model)
+            frac, worst = fused.agreement(outs[0], ref8)
+            worst_base = fused.agreement(mine, ref8)[1]
+            same = float(np.mean(outs[0] == mine))
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: raw err {err:.3g}, {frac:.4%} equal "
+                  f"to the reference (max {worst} levels; mma.sync tile {worst_base}), {same:.4%} equal to it")
+            assert not np.isnan(raw).any() and err <= 1e-2, (cfg.label, lr_shape, err)
+            assert np.array_equal(outs[0], outs[1]), (cfg.label, lr_shape)
+            # fp16-fast's bar (one 8-bit level), or no worse than the mma.sync tile where random data breaks it
+            assert worst <= max(1 if dtype == np.uint8 else worst_base, worst_base), (cfg.label, lr_shape, worst)
+            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:
