@@ -41,7 +41,7 @@ def test_wg_tiles_are_offered_on_hopper_only() -> None:
 def test_wg_parameters_are_checked() -> None:
     ok = dict(th=60, rw=32, r=16, nt=256, stream=1, spart=1, wg=1)
     assert fused.config_for("fp16-fast", 5, **ok).wg
-    for bad in (dict(ok, r=12), dict(ok, spart=2), dict(ok, stream=0, spart=0), dict(ok, nt=192), dict(ok, nt=384)):
+    for bad in (dict(ok, r=12), dict(ok, spart=4), dict(ok, stream=0, spart=0), dict(ok, nt=192), dict(ok, nt=384)):
         with pytest.raises(ValueError):
             fused.config_for("fp16-fast", 5, **bad)
     with pytest.raises(ValueError):

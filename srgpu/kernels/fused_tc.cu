@@ -118,7 +118,9 @@ struct TcCfg {
     static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
     static constexpr int W2S = F2 * 4 * 2 * 32 * 4;   // one tap row (dy) of W2F, words per copy
     static constexpr int W2U = SPART ? W2S / SPART : W2S;  // one streamed part of a tap row, words per copy
-    static constexpr int W2SM = STREAM ? (SPART ? 2 * W2U : W2S) : W2F;  // conv2 words per copy in shared memory
+    // WG with SPART > 1: three buffers, so a part's MMAs may still run while the part after next arrives
+    static constexpr int W2NBUF = WG && SPART > 1 ? 3 : 2;
+    static constexpr int W2SM = STREAM ? (SPART ? W2NBUF * W2U : W2S) : W2F;  // conv2 words per copy in shared memory
     static constexpr int W3F = 2 * 2 * 32 * 4;
     // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
     static constexpr int W1P = 4 * 4 * 32 * 4;
@@ -165,7 +167,7 @@ struct TcCfg {
     static constexpr int A1P = C1 * RW1 * 16;
     static constexpr int WG_PC = RW / 8, WG_NWG = NT / 128;   // 8 x 8 patches per row of patches, warpgroups
     static constexpr int WG_MT = R / 8 * WG_PC / WG_NWG;      // patches per warpgroup in a full chunk
-    static_assert(!WG || (F2 > 1 && !SPLIT && STREAM && SPART == 1 && !FOLD && ABLATE == 0 && R % 8 == 0 &&
+    static_assert(!WG || (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && !FOLD && ABLATE == 0 && R % 8 == 0 &&
                           NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
@@ -874,6 +876,8 @@ __device__ __forceinline__ u64 wg_desc(u32 saddr, u32 lbo, u32 sbo) {  // layout
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int N>  // at most N of this warpgroup's committed groups still running
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma):
 // each writing thread, before the barrier that precedes the MMAs.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -935,8 +939,12 @@ __device__ void tc_fixup_a1_wg(u32* A1, int r0, int r1, int base, int vy0, int v
     }
 }
 
-// conv2 (F2 tap rows streamed through two buffers, as tc_conv2_ring_z_pipe with SPART = 1) -> Z for Z rows
-// [z0, z1), the A1 window starting at row z0. Returns the next part's number. Every thread must call it.
+// conv2 (F2 tap rows streamed in SPART parts each, as tc_conv2_ring_z_pipe) -> Z for Z rows [z0, z1), the A1
+// window starting at row z0. Part u (counted over the kernel) is in buffer u % W2NBUF. With two buffers
+// (SPART 1) the buffer refilled after a part's barrier was read by the part before, so each warpgroup's
+// MMAs drain before every barrier; with three (SPART 2) only the part before that must be done, and the
+// previous part's MMAs keep the tensor pipe busy across the barrier. Returns the next part's number.
+// Every thread must call it.
 template <class C, int F2, int NT>
 __device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u32* A1, float* Z, int z0, int z1,
                              int u0, bool more) {
@@ -953,30 +961,30 @@ __device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u3
         const int p = wg * MT + i, pr = p / PC, pc = p - pr * PC;
         da[i] = wg_desc(a1s + (pr * 8 * C::RW1 + pc * 8) * 16, C::A1P, 16 * C::RW1);
     }
+    constexpr int NU = C::SPART_, TU = F2 * 4 / NU, NP = F2 * NU, NB = C::W2NBUF;  // K-step t = 4 dx + ks
     float acc[MT][16];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
 #pragma unroll 1
-    for (int dy = 0; dy < F2; ++dy) {
-        const int u = u0 + dy;
+    for (int v = 0; v < NP; ++v) {
+        const int u = u0 + v, dy = v / NU, t0 = (v - dy * NU) * TU;
         cp_async_wait_all();
-        wg_wait_all();  // this warpgroup's MMAs of the previous tap row are done: its buffer is refilled next
+        wg_wait<NB - 2>();  // the MMAs that read buffer (u + 1) % NB, refilled below, are done
         fence_proxy_async();
         __syncthreads();
-        if (dy + 1 < F2 || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) & 1, (dy + 1) % F2);
-        const u32 wb = wbase + (u & 1) * C::W2U * 4;
+        if (v + 1 < NP || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) % NB, (v + 1) % NP);
+        const u32 wb = wbase + (u % NB) * C::W2U * 4;  // K-step t0 + j at 1024 j
         wg_fence();
 #pragma unroll
-        for (int dx = 0; dx < F2; ++dx)
+        for (int j = 0; j < TU; ++j) {
+            const int t = t0 + j, dx = t >> 2, ks = t & 3;
+            const u64 b = wg_desc(wb + j * 1024, 512, 128);
+            const u64 ao = (u64)((dy * C::RW1 + dx) + ks * 2 * (C::A1P / 16));
 #pragma unroll
-            for (int ks = 0; ks < 4; ++ks) {
-                const u64 b = wg_desc(wb + (dx * 8 + 2 * ks) * 512, 512, 128);
-                const u64 ao = (u64)((dy * C::RW1 + dx) + ks * 2 * (C::A1P / 16));
-#pragma unroll
-                for (int i = 0; i < MT; ++i) wgmma_m64n32k16(acc[i], da[i] + ao, b, dy + dx + ks);
-            }
+            for (int i = 0; i < MT; ++i) wgmma_m64n32k16(acc[i], da[i] + ao, b, v + j);
+        }
         wg_commit();
     }
     wg_wait_all();
@@ -1018,7 +1026,7 @@ __device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u3
             }
         }
     }
-    return u0 + F2;
+    return u0 + NP;
 }
 
 // ---------------------------------------------------------------- the kernel

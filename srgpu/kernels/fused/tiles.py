@@ -25,7 +25,7 @@ class FusedConfig:
     one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
     params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
-    spart 1)."""
+    spart 1, or 2 through three buffers)."""
 
     kernel: str
     split: bool
@@ -57,7 +57,7 @@ class FusedConfig:
     def _tc_extra(self) -> str:
         """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
         so every earlier tile keeps its kernel name."""
-        if self.wg:  # ABLATE (0) then WG
+        if self.wg:  # then the phase-removal argument (always 0 here) and WG
             return f", {self.minb}, {self.spart}, 0, true"
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
@@ -123,9 +123,9 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     base["wg"] = bool(base.get("wg", False))
     if base["wg"]:
         nwg, pc = base["nt"] // 128, base["rw"] // 8
-        if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] != 1 or base["r"] % 8
+        if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
                 or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8):
-            raise ValueError("wg (conv2 on wgmma) is built for fp16-fast 9-5-5 with stream=1, spart=1, r a multiple "
+            raise ValueError("wg (conv2 on wgmma) is built for fp16-fast 9-5-5 with stream=1, spart 1 or 2, r a multiple "
                              "of 8, nt a multiple of 128 and (r / 8) * (rw / 8) patches split evenly over nt / 128 "
                              "warpgroups, 1..8 each")
     return FusedConfig(kernel, split, **base)
@@ -184,8 +184,10 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # 36 x 60): 3.78 against 3.86 in the same sweep
     ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
-                       # conv2 on the warpgroup MMA (sm_90a: offered on compute capability 9.0 only)
+                       # conv2 on the warpgroup MMA (sm_90a: offered on compute capability 9.0 only); spart 2:
+                       # three buffers of half a tap row, no drain of the MMAs at each part's barrier
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, wg=1),
                        dict(th=64, rw=32, r=12, nt=256, mb1=2, mb2=3, stream=1, spart=1),
                        dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=0),
                        dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1, stream=0),
