@@ -100,7 +100,7 @@ def _compile(nvrtc, code: str, names: list[str], options: list[str]) -> str:
 def _tc_cfg(cfg: fused.FusedConfig, f2: int) -> str:
     b = lambda v: "true" if v else "false"  # noqa: E731
     return (f"TcCfg<{f2}, {b(cfg.split)}, {cfg.th}, {cfg.rw}, {cfg.r}, {cfg.nt}, {cfg.mb1}, {cfg.mb2}, "
-            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}>")
+            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}{', 0, true' if cfg.wg else ''}>")
 
 
 def test_host_layout_agrees_with_the_kernels_tccfg(nvrtc) -> None:

@@ -254,7 +254,8 @@ def main() -> int:
                 rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps))
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
-            extra = fused.candidate_configs(p, model.f2)[1:] if args.sweep else []
+            default = fused.config_for(p, model.f2)  # the first row's (the first tile that runs everywhere)
+            extra = [c for c in fused.candidate_configs(p, model.f2) if c != default] if args.sweep else []
             extra += not_offered_configs(p, model.f2) if args.sweep and args.not_offered else []
             for cfg in extra:
                 params = dict(cfg.params)

@@ -179,15 +179,16 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # 16-row chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14
-    # for the tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 =
-    # 36 x 60): 3.78 against 3.86 in the same sweep
-    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
-                       dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
-                       # conv2 on the warpgroup MMA (sm_90a: offered on compute capability 9.0 only); spart 2:
-                       # three buffers of half a tap row, no drain of the MMAs at each part's barrier
-                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
+    # First, on compute capability 9.0 only (sm_90a): conv2 on the warpgroup MMA (wg), 3.21 ms against
+    # 3.83 for the same tile on mma.sync in one sweep (H100, 2026-11-24, BENCHMARKS.md); spart 2 (three
+    # buffers of half a tap row, no drain of the MMAs at each part's barrier) 3.26. Elsewhere: 16-row
+    # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
+    # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
+    # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
+    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, wg=1),
+                       dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=64, rw=32, r=12, nt=256, mb1=2, mb2=3, stream=1, spart=1),
                        dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=0),
                        dict(th=64, rw=32, r=8, nt=512, mb1=1, mb2=1, stream=0),
