@@ -457,6 +457,32 @@ def test_tuner_hook_through_engine(cp) -> None:
         engine.close()
 
 
+def test_wgmma_tile_through_engine(cp) -> None:
+    """On compute capability 9.0 the tuner's fp16-fast 9-5-5 candidates start with the wgmma tile; the GPU
+    engine runs it as a plan, its start-up self-check passes, and frames are within one 8-bit level of
+    the CPU engine."""
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.engine.gpu import GPUEngine
+    from srgpu.engine.options import GPUOptions
+    from srgpu.kernels.build import device_limits
+    from srgpu.plans import FusedChoice, Plan
+
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = random_model("9-5-5", seed=3, scale=2)
+    first = fused.fused_candidates(model, device_limits(0), ["fp16-fast"])[0]
+    assert first.wg
+    choice = FusedChoice("srgpu.kernels.fused", f"fused-{first.kernel}", first.params, first.arithmetic)
+    plane = random_plane((90, 121), np.uint8, np.random.default_rng(67))
+    expect = CPUEngine(model, 2).srcnn_plane(plane, (180, 242), 255)
+    engine = GPUEngine(model, 2, 0, GPUOptions(plan=Plan("fused", (), choice)))
+    got = engine.srcnn_plane(plane, (180, 242), 255)
+    engine.close()
+    frac, worst = fused.agreement(got, expect)
+    print(f"{choice.label}: {frac:.4%} equal to the CPU engine, max {worst}")
+    assert worst <= 1
+
+
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.ARITHMETICS for a in ("9-1-5", "9-5-5")])
 def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     """Every tile the tuner may pick, and the not-offered tiles that test_streamed_conv2_tiles does
@@ -472,7 +498,7 @@ def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     limit = device_limits(0).max_shared_per_block_optin
     extra = [c for c in not_offered_configs(precision, model.f2) if not c.stream]
     for cfg in fused.candidate_configs(precision, model.f2) + extra:
-        if fused.shared_bytes(cfg, model.f2) > limit:
+        if fused.shared_bytes(cfg, model.f2) > limit or not cfg.runs_on(_compute_capability(cp)):
             continue
         net = fused.FusedSRCNN(model, precision, config=cfg)
         raw = _raw(cp, net, plane, out_shape)
