@@ -94,11 +94,11 @@ struct WgCfg {
 // in: (Hin, Win, 64) fp16 as 8 uint4 per position; out: (Hz, Wz, 32) fp16, ReLU(conv + bias), where
 // Hz = Hin - 4, Wz = Win - 4. wpk: the weights in the shared layout. reps > 1: the MMAs run reps times
 // on the loaded tile (timing the MMA part alone); the last rep stores. swap: LBO / SBO exchanged (a
-// probe of the descriptor's convention). ldsync: skip the global loads after the first (unused: 0).
+// probe of the descriptor's convention).
 template <int ZT, int NWG, int NB = 1>
 __global__ void __launch_bounds__(NWG * 128, 1)
-    wg_conv2(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk, const float* __restrict__ bias,
-             u32* __restrict__ out, int tiles_x, int ntiles, int reps, int swap) {
+    wg_conv2(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk,
+             const float* __restrict__ bias, u32* __restrict__ out, int tiles_x, int ntiles, int reps, int swap) {
     typedef WgCfg<ZT, NWG> C;
     extern __shared__ __align__(128) unsigned char sm[];
     const int tile = blockIdx.x % ntiles, ty = tile / tiles_x, tx = tile - ty * tiles_x;
@@ -167,7 +167,8 @@ __global__ void __launch_bounds__(NWG * 128, 1)
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int n = 8 * j + 2 * (lane & 3);
-                o[n >> 1] = wg_pack_h2(fmaxf(acc[i][4 * j + 2 * h] + b[n], 0.f), fmaxf(acc[i][4 * j + 2 * h + 1] + b[n + 1], 0.f));
+                o[n >> 1] = wg_pack_h2(fmaxf(acc[i][4 * j + 2 * h] + b[n], 0.f),
+                                       fmaxf(acc[i][4 * j + 2 * h + 1] + b[n + 1], 0.f));
             }
         }
     }

@@ -190,7 +190,9 @@ def parse_configs(spec: list[str]) -> list[tuple[int, int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", action="append", default=None, help="ZT,NWG[,NB]: Z rows per block, warpgroups, N / 32 (NB > 1: rate probe; default 16,2 16,4 8,1 8,2)")
+    ap.add_argument("--config", action="append", default=None,
+                    help="ZT,NWG[,NB]: Z rows per block, warpgroups, N / 32 (NB > 1: rate probe; default 16,2 16,4 "
+                         "8,1 8,2)")
     ap.add_argument("--offline", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
