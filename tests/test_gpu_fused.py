@@ -186,7 +186,8 @@ def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
     borders, 8- and 10-bit, two poisons; on these random frames the split meets the accuracy bar."""
     model = MODELS[arch]
     f2 = model.f2
-    configs = [c for c in not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2) if c.stream]
+    configs = [c for c in not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2)
+               if c.stream and c.runs_on(_compute_capability(cp))]
     if not configs:
         pytest.skip(f"no streamed {precision} tile for {arch}")
     rng = np.random.default_rng(59)
@@ -206,6 +207,50 @@ def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
             assert np.array_equal(outs[0], outs[1])
             if precision == "fp16" and dtype == np.uint8:
                 assert worst <= 1 and frac >= SPLIT_EQUAL, (cfg.label, frac, worst)
+
+
+def _compute_capability(cp) -> str:
+    cc = cp.cuda.Device().compute_capability  # "90"
+    return f"{cc[:-1]}.{cc[-1]}"
+
+
+def test_wgmma_conv2_tiles(cp) -> None:
+    """The tiles whose conv2 runs on the warpgroup MMA (fused_tc.cu WG, sm_90a; compute capability 9.0
+    only): raw output against the CPU reference on awkward sizes (1x1 to frames of several tiles, every
+    border, a short last chunk, x3, a non-integer ratio, 10-bit), output poisoned with NaN; 8-bit output
+    with two poisons equal, within one level of the reference (the accuracy bar) and close to the
+    mma.sync tile's."""
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = MODELS["9-5-5"]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.wg]
+    assert configs
+    rng = np.random.default_rng(61)
+    cases = [(np.uint8, lr, hr) for lr, hr in CASES] + [(np.uint8, (77, 101), (154, 202)), (np.uint8, (31, 61), (62, 122)),
+                                                        (np.uint16, (45, 38), (135, 114))]
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
+            "fp16-fast", 5, **{k: v for k, v in cfg.params if k != "wg"}))
+        for dtype, lr_shape, out_shape in cases:
+            plane = random_plane(lr_shape, dtype, rng)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - fused.reference(plane, out_shape, max_value(dtype), model, raw=True))))
+            top = np.iinfo(dtype).max
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in (0, top)]
+            mine = base.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 0, dtype)).get()
+            ref8 = fused.reference(plane, out_shape, max_value(dtype), model)
+            frac, worst = fused.agreement(outs[0], ref8)
+            worst_base = fused.agreement(mine, ref8)[1]
+            same = float(np.mean(outs[0] == mine))
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: raw err {err:.3g}, {frac:.4%} equal "
+                  f"to the reference (max {worst} levels; mma.sync tile {worst_base}), {same:.4%} equal to it")
+            assert not np.isnan(raw).any() and err <= 1e-2, (cfg.label, lr_shape, err)
+            assert np.array_equal(outs[0], outs[1]), (cfg.label, lr_shape)
+            # fp16-fast's bar (one 8-bit level), or no worse than the mma.sync tile where random data breaks it
+            assert worst <= max(1 if dtype == np.uint8 else worst_base, worst_base), (cfg.label, lr_shape, worst)
+            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:
@@ -412,6 +457,32 @@ def test_tuner_hook_through_engine(cp) -> None:
         engine.close()
 
 
+def test_wgmma_tile_through_engine(cp) -> None:
+    """On compute capability 9.0 the tuner's fp16-fast 9-5-5 candidates start with the wgmma tile; the GPU
+    engine runs it as a plan, its start-up self-check passes, and frames are within one 8-bit level of
+    the CPU engine."""
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.engine.gpu import GPUEngine
+    from srgpu.engine.options import GPUOptions
+    from srgpu.kernels.build import device_limits
+    from srgpu.plans import FusedChoice, Plan
+
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = random_model("9-5-5", seed=3, scale=2)
+    first = fused.fused_candidates(model, device_limits(0), ["fp16-fast"])[0]
+    assert first.wg
+    choice = FusedChoice("srgpu.kernels.fused", f"fused-{first.kernel}", first.params, first.arithmetic)
+    plane = random_plane((90, 121), np.uint8, np.random.default_rng(67))
+    expect = CPUEngine(model, 2).srcnn_plane(plane, (180, 242), 255)
+    engine = GPUEngine(model, 2, 0, GPUOptions(plan=Plan("fused", (), choice)))
+    got = engine.srcnn_plane(plane, (180, 242), 255)
+    engine.close()
+    frac, worst = fused.agreement(got, expect)
+    print(f"{choice.label}: {frac:.4%} equal to the CPU engine, max {worst}")
+    assert worst <= 1
+
+
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.ARITHMETICS for a in ("9-1-5", "9-5-5")])
 def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     """Every tile the tuner may pick, and the not-offered tiles that test_streamed_conv2_tiles does
@@ -427,7 +498,7 @@ def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     limit = device_limits(0).max_shared_per_block_optin
     extra = [c for c in not_offered_configs(precision, model.f2) if not c.stream]
     for cfg in fused.candidate_configs(precision, model.f2) + extra:
-        if fused.shared_bytes(cfg, model.f2) > limit:
+        if fused.shared_bytes(cfg, model.f2) > limit or not cfg.runs_on(_compute_capability(cp)):
             continue
         net = fused.FusedSRCNN(model, precision, config=cfg)
         raw = _raw(cp, net, plane, out_shape)

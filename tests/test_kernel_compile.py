@@ -23,7 +23,7 @@ from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 
 
-def compile_all(nvrtc, filename: str, names: list[str], arch: int, code: str | None = None) -> str:
+def compile_all(nvrtc, filename: str, names: list[str], arch: int | str, code: str | None = None) -> str:
     """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
     template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log. Returns
     the PTX."""
@@ -75,8 +75,11 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
 @pytest.mark.parametrize("precisions, source, arch", [(("fp32",), "fused_fp32.cu", 75),
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
-    names = sorted({n for p in precisions for f2 in (1, 3, 5)
-                    for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)
-                    for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
+    cfgs = [(cfg, f2) for p in precisions for f2 in (1, 3, 5)
+            for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
+    names = sorted({n for cfg, f2 in cfgs if not cfg.wg for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)
+    wg = sorted({n for cfg, f2 in cfgs if cfg.wg for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
+    if wg:  # warpgroup-MMA tiles: sm_90a only
+        compile_all(nvrtc, source, wg, "90a")

@@ -24,7 +24,7 @@ _USED = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def resources(source: str, name: str, arch: int) -> dict[str, int]:
+def resources(source: str, name: str, arch: int | str) -> dict[str, int]:
     """ptxas' figures for one instantiation: registers, stack, spill stores and loads (bytes)."""
     from cupy_backends.cuda.libs import nvrtc
 
@@ -56,14 +56,14 @@ def main() -> None:
     ap.add_argument("--name", help="a template instantiation, e.g. 'fused_fp32<1, 64, 64, 16, 256, 4>'")
     args = ap.parse_args()
     if args.name:
-        jobs = [(args.source or "fused_fp32.cu", args.name, 0)]
-    else:
-        jobs = [(cfg.source, cfg.kernel_name(f2), fused.shared_bytes(cfg, f2))
+        jobs = [(args.source or "fused_fp32.cu", args.name, 0, args.arch)]
+    else:  # a tile built for its own target (wgmma: sm_90a) keeps it
+        jobs = [(cfg.source, cfg.kernel_name(f2), fused.shared_bytes(cfg, f2), cfg.arch[3:] if cfg.arch else args.arch)
                 for p in args.precision for f2 in args.f2
                 for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
     print(f"{'kernel':<52} {'regs':>5} {'stack':>6} {'spill st':>9} {'spill ld':>9} {'shared KiB':>11}")
-    for source, name, shared in jobs:
-        r = resources(source, name, args.arch)
+    for source, name, shared, arch in jobs:
+        r = resources(source, name, arch)
         print(f"{name:<52} {r['registers']:>5} {r['stack']:>6} {r['spill_stores']:>9} {r['spill_loads']:>9} "
               f"{shared / 1024 if shared else float('nan'):>11.1f}")
 

@@ -45,8 +45,9 @@ HERE = Path(__file__).resolve()
 
 # ---------------------------------------------------------------- one tree (run with the tree on sys.path)
 
-def enumerate_kernels(tree: Path) -> list[tuple[str, str, str]]:
-    """(source file, instantiation, label) of every fused kernel of ``tree``, by the tree's own code."""
+def enumerate_kernels(tree: Path) -> list[tuple[str, str, str, str | None]]:
+    """(source file, instantiation, label, its own target or None) of every fused kernel of ``tree``, by
+    the tree's own code."""
     sys.path.insert(0, str(tree))
     from dev.cuda.fused_not_offered import not_offered_configs
     from srgpu.kernels import fused
@@ -58,7 +59,9 @@ def enumerate_kernels(tree: Path) -> list[tuple[str, str, str]]:
                 name = cfg.kernel_name(f2)
                 if name not in seen:
                     seen.add(name)
-                    jobs.append((cfg.source, name, f"{p} f2={f2} {cfg.label}"))
+                    # a tile built for its own target (wgmma: sm_90a) keeps it; trees before FusedConfig.arch: None
+                    own = getattr(cfg, "arch", None)
+                    jobs.append((cfg.source, name, f"{p} f2={f2} {cfg.label}", own[3:] if own else None))
     return jobs
 
 
@@ -81,7 +84,7 @@ def elf_sections(blob: bytes) -> dict[str, bytes]:
 _INSN = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
 
 
-def build_cubin(tree: str, source: str, name: str, arch: int, ptxas: str | None, nvcc: str | None,
+def build_cubin(tree: str, source: str, name: str, arch: int | str, ptxas: str | None, nvcc: str | None,
                 tmp: Path) -> tuple[bytes, str, str]:
     """(CUBIN, lowered name, assembler log) of one instantiation."""
     sys.path.insert(0, tree)
@@ -123,7 +126,7 @@ def build_cubin(tree: str, source: str, name: str, arch: int, ptxas: str | None,
     return (tmp / "k.cubin").read_bytes(), lowered, r.stdout + r.stderr
 
 
-def compile_one(job: tuple[str, str, str, str, int, str | None, str | None, str]) -> dict:
+def compile_one(job: tuple[str, str, str, str, int | str, str | None, str | None, str]) -> dict:
     tree, source, name, label, arch, ptxas, nvcc, nvdisasm = job
     with tempfile.TemporaryDirectory() as tmpname:
         tmp = Path(tmpname)
@@ -148,8 +151,8 @@ def record(tree: Path, args: argparse.Namespace) -> dict:
     """Every kernel of ``tree``, each compiled ``args.repeat`` times: its distinct .text digests
     (more than one: the compiler is not deterministic for it) and the first build's details."""
     kernels = [k for k in enumerate_kernels(tree) if not args.only or re.search(args.only, k[1])]
-    jobs = [(str(tree), s, n, l, args.arch, args.ptxas, args.nvcc, args.nvdisasm)
-            for s, n, l in kernels for _ in range(args.repeat)]
+    jobs = [(str(tree), s, n, l, own or args.arch, args.ptxas, args.nvcc, args.nvdisasm)
+            for s, n, l, own in kernels for _ in range(args.repeat)]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(compile_one, jobs))
     out = []

@@ -202,6 +202,8 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="also time the alternative tiles (fused.CANDIDATES)")
     ap.add_argument("--not-offered", action="store_true",
                     help="with --sweep, also time the tiles the tuner does not offer (dev/cuda/fused_not_offered.py)")
+    ap.add_argument("--precision", action="append", choices=fused.ARITHMETICS,
+                    help="only these kernel arithmetics (default all; fp32 gives the 8-bit = fp32 column)")
     ap.add_argument("--big", action="store_true", help="also time a 3840x2160 -> 7680x4320 frame")
     ap.add_argument("--only", help="PRECISION:ARCH[:k=v,...]: run just that fused kernel --reps times (for ncu)")
     ap.add_argument("--json", type=Path)
@@ -247,12 +249,13 @@ def main() -> int:
     for arch in args.arch or ["9-1-5", "9-5-5"]:
         model = model_for(arch)
         rows = []
-        for p in fused.ARITHMETICS:
+        for p in args.precision or fused.ARITHMETICS:
             try:
                 rows.append(srgpu_row(model, p, lr_dev, out_shape, args.reps))
             except Exception as e:  # e.g. fp16 split for 9-5-5: does not fit in shared memory
                 print(f"  srgpu fused {p} {arch}: not available ({' '.join(str(e).split())[:160]})")
-            extra = fused.candidate_configs(p, model.f2)[1:] if args.sweep else []
+            default = fused.config_for(p, model.f2)  # the first row's (the first tile that runs everywhere)
+            extra = [c for c in fused.candidate_configs(p, model.f2) if c != default] if args.sweep else []
             extra += not_offered_configs(p, model.f2) if args.sweep and args.not_offered else []
             for cfg in extra:
                 params = dict(cfg.params)

@@ -90,7 +90,9 @@ def noise_plane(bits: int, seed: int = 3) -> np.ndarray:
 
 
 def configs(arithmetic: str, f2: int, limits: object) -> list[fused.FusedConfig]:
-    offered = [c for c in fused.candidate_configs(arithmetic, f2)[:1]
+    runs = [c for c in fused.candidate_configs(arithmetic, f2)
+            if c.runs_on(limits.compute_capability)][:1]  # type: ignore[attr-defined]
+    offered = [c for c in runs
                if fused.shared_bytes(c, f2) <= limits.max_shared_per_block_optin]  # type: ignore[attr-defined]
     return offered or not_offered_configs(arithmetic, f2)[:1]
 

@@ -9,6 +9,8 @@ keys on the source text and would not see edits to an ``-I`` header.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 import threading
 from functools import lru_cache
@@ -114,21 +116,27 @@ _modules: dict[tuple[str, tuple[str, ...], int], dict[str, Kernel]] = {}
 
 
 def compile_kernels(filename: str, names: Sequence[str], device_index: int, limits: DeviceLimits,
-                    extra_source: str = "") -> dict[str, Kernel]:
+                    extra_source: str = "", arch: str | None = None) -> dict[str, Kernel]:
     """Compile the template instantiations ``names`` of ``filename`` in one NVRTC call (cached
-    per process). Raises EngineError naming the kernels on a compile error."""
+    per process). ``arch``: a target other than the device's own (``"sm_90a"``: wgmma), built by
+    :func:`compile_for_arch`. Raises EngineError naming the kernels on a compile error."""
     import cupy as cp
 
     names = tuple(sorted(set(names)))
-    key = (filename + extra_source, names, device_index)
+    key = (filename + extra_source + (f"@{arch}" if arch else ""), names, device_index)
     with _compile_lock:
         if key in _modules:
             return _modules[key]
         code = load_source(filename) + extra_source
         try:
             with cp.cuda.Device(device_index):
-                module = cp.RawModule(code=code, options=COMPILE_OPTIONS, name_expressions=list(names))
-                kernels = {n: Kernel(n, module.get_function(n), limits) for n in names}
+                if arch is None:
+                    module = cp.RawModule(code=code, options=COMPILE_OPTIONS, name_expressions=list(names))
+                    kernels = {n: Kernel(n, module.get_function(n), limits) for n in names}
+                else:
+                    path, lowered = compile_for_arch(code, filename, names, arch)
+                    module = cp.RawModule(path=str(path))
+                    kernels = {n: Kernel(n, module.get_function(lowered[n]), limits) for n in names}
                 for k in kernels.values():  # force the load now, so failures surface here
                     _ = k.function.num_regs
         except Exception as e:
@@ -136,6 +144,48 @@ def compile_kernels(filename: str, names: Sequence[str], device_index: int, limi
             raise EngineError(f"kernel {shown} ({filename}) failed to compile: {_compile_message(e)}") from None
         _modules[key] = kernels
         return kernels
+
+
+def _cubin_cache_dir() -> Path:
+    """Where :func:`compile_for_arch` keeps its cubins: CuPy's kernel cache folder."""
+    return Path(os.environ.get("CUPY_CACHE_DIR", Path.home() / ".cupy" / "kernel_cache"))
+
+
+def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str) -> tuple[Path, dict[str, str]]:
+    """NVRTC straight to a cubin for ``arch`` (e.g. ``"sm_90a"``; CuPy's RawModule would add its own
+    ``-arch`` for the device, sm_90, which rejects wgmma): the cubin's path (cached on disk by source,
+    options and NVRTC version) and each name's lowered (mangled) name. Raises RuntimeError with
+    NVRTC's log on a compile error."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    options = [*COMPILE_OPTIONS, f"-arch={arch}"]
+    digest = hashlib.sha256("\0".join([code, *options, *names, str(nvrtc.getVersion())]).encode()).hexdigest()[:32]
+    folder = _cubin_cache_dir()
+    path, index = folder / f"srgpu_{digest}.cubin", folder / f"srgpu_{digest}.json"
+    if path.is_file() and index.is_file():
+        lowered = json.loads(index.read_text())
+        if set(lowered) == set(names):
+            return path, lowered
+    prog = nvrtc.createProgram(code, filename, [], [])
+    try:
+        for n in names:
+            nvrtc.addNameExpression(prog, n)
+        try:
+            nvrtc.compileProgram(prog, options)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            raise RuntimeError(log.decode(errors="replace") if isinstance(log, bytes) else log) from None
+        cubin = nvrtc.getCUBIN(prog)
+        lowered = {n: nvrtc.getLoweredName(prog, n) for n in names}
+    finally:
+        nvrtc.destroyProgram(prog)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".srgpu_{digest}.{os.getpid()}.tmp"  # written whole, then renamed: no half files for others
+    tmp.write_bytes(cubin)
+    tmp.replace(path)
+    tmp.write_text(json.dumps(lowered))
+    tmp.replace(index)
+    return path, lowered
 
 
 def _one_line(e: BaseException) -> str:

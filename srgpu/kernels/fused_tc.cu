@@ -11,6 +11,8 @@
 //          loads A with ldmatrix, K = 64 per tap, F2 x F2 taps.
 //   conv3: Z[p][d] = sum_c A2[p][c] W3[c][d], K = 32, N = 25 taps (padded to 32), again straight
 //          from the conv2 accumulators; then the shifted sum of fused_common.cu in fp32.
+// WG (F2 == 5, fp16-fast, sm_90a only): conv2 on Hopper's warpgroup MMA instead, A1 and conv2's weights
+//   read by the tensor cores from shared memory by descriptor (the WG section below).
 // FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
 //   the bicubic: conv1 reads the LR samples themselves through the four phase filters of
 //   srgpu/kernels/fold.py (8 x 8 LR taps = K 64, no padding). Samples of up to 11 bits are exact
@@ -93,9 +95,10 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // barrier, MMAs); SPART = p > 0 streams each tap row in p parts through two buffers, the next part
 // arriving by cp.async while the MMAs of the current one run (tc_conv2_ring_z_pipe).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int SPART = 0,
-          int ABLATE = 0>
+          int ABLATE = 0, bool WG = false>
 struct TcCfg {
     static constexpr bool SPLIT_ = SPLIT;
+    static constexpr bool WG_ = WG;
     static constexpr int ABL = ABLATE;
     static constexpr int SPART_ = SPART;
     static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
@@ -117,7 +120,9 @@ struct TcCfg {
     static constexpr int W2F = F2 * F2 * 4 * 2 * 32 * 4;
     static constexpr int W2S = F2 * 4 * 2 * 32 * 4;   // one tap row (dy) of W2F, words per copy
     static constexpr int W2U = SPART ? W2S / SPART : W2S;  // one streamed part of a tap row, words per copy
-    static constexpr int W2SM = STREAM ? (SPART ? 2 * W2U : W2S) : W2F;  // conv2 words per copy in shared memory
+    // WG with SPART > 1: three buffers, so a part's MMAs may still run while the part after next arrives
+    static constexpr int W2NBUF = WG && SPART > 1 ? 3 : 2;
+    static constexpr int W2SM = STREAM ? (SPART ? W2NBUF * W2U : W2S) : W2F;  // conv2 words per copy in shared memory
     static constexpr int W3F = 2 * 2 * 32 * 4;
     // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
     static constexpr int W1P = 4 * 4 * 32 * 4;
@@ -159,6 +164,14 @@ struct TcCfg {
     static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
                   "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
     static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
+    // WG (fused_wg.cuh): conv2 on the warpgroup MMA; the A1 ring and conv2's streamed fragments keep their
+    // sizes, in wgmma's layouts (A1: 8 planes of A1P bytes; a tap row's weights: [dx][g][n][8] fp16)
+    static constexpr int A1P = C1 * RW1 * 16;
+    static constexpr int WG_PC = RW / 8, WG_NWG = NT / 128;   // 8 x 8 patches per row of patches, warpgroups
+    static constexpr int WG_MT = R / 8 * WG_PC / WG_NWG;      // patches per warpgroup in a full chunk
+    static_assert(!WG || (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && !FOLD && ABLATE == 0 && R % 8 == 0 &&
+                          NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
+                  "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
 };
 
@@ -523,8 +536,10 @@ __device__ void tc_load_lr(const FusedArgs& a, u32* smw, int ly0, int lx0) {
 
 // ---------------------------------------------------------------- F2 > 1: A1 ring (fp16 records), ldmatrix conv2
 
+// WG: the A1 buffer holds rows [base, base + C1) linearly (fused_wg.cuh), in 8 planes (channel group j,
+// 16 bytes per position); otherwise a ring of records (row % C1), 16-byte chunks swizzled by column.
 template <class C>
-__device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int (&off)[12]) {
+__device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int (&off)[12], int base = 0) {
     constexpr int MB = C::MB1_;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
     const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
@@ -549,6 +564,26 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
         float acc[MB][8][4];
         tc_bias_init<C, MB, 8>(b1, acc, cq);
         tc_conv1<C, MB>(smw, b0, b8, off, acc, lane);
+        if constexpr (C::WG_) {
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                u32* pa = A1 + ((ra[m] - base) * C::RW1 + xa[m]) * 4 + cq;
+                u32* pb = A1 + ((rb[m] - base) * C::RW1 + xb8[m]) * 4 + cq;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    u32 h, l;
+                    if (oka[m]) {
+                        split2<false>(fmaxf(acc[m][j][0], 0.f), fmaxf(acc[m][j][1], 0.f), h, l);
+                        pa[j * (C::A1P / 4)] = h;
+                    }
+                    if (okb[m]) {
+                        split2<false>(fmaxf(acc[m][j][2], 0.f), fmaxf(acc[m][j][3], 0.f), h, l);
+                        pb[j * (C::A1P / 4)] = h;
+                    }
+                }
+            }
+            continue;
+        }
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
             u32* reca = A1 + ((ra[m] % C::C1) * C::RW1 + xa[m]) * 32 + cq;
@@ -817,16 +852,196 @@ __device__ void tc_fixup_a1(u32* A1, int r0, int r1, int vy0, int vx0, int H, in
     }
 }
 
+
+// ---------------------------------------------------------------- WG: conv2 on the warpgroup MMA (sm_90a)
+//
+// conv2 as an implicit GEMM on Hopper's wgmma.mma_async m64n32k16 (fp16 operands, fp32 accumulators), A
+// (activations) and B (weights) read from shared memory by descriptor, so no operand passes through the
+// registers (dev/cuda/wgmma_conv2.py: the tensor pipe, not ldmatrix, sets the pace). Layouts: no swizzle,
+// core matrices of 8 rows x 16 contiguous bytes.
+//   A1 (conv1's output): a linear window of C1 rows starting at the chunk's first row (not a ring: an
+//   8-row patch must not wrap), in 8 planes (channel group g = channels 8g..8g+7), position (row, col) at
+//   g * A1P + 16 * (row * RW1 + col). A = one 8 x 8 patch of Z positions (M row m = patch row m / 8,
+//   column m % 8) for one tap: SBO (M direction) = one row, 16 RW1 bytes; LBO (K direction) = A1P; a tap
+//   (dy, dx) only moves the start address, by 16 (dy RW1 + dx) bytes.
+//   conv2's weights, streamed a tap row (dy) at a time as before: [dx][g][n (32)][8 channels] fp16, 512
+//   bytes per (dx, g): B of K-step ks is 512 (8 dx + 2 ks) bytes in; SBO (N direction) = 128, LBO = 512.
+// A chunk's R x RW Z positions are R / 8 x RW / 8 patches, WG_MT per warpgroup; each warpgroup keeps its
+// patches' accumulators (16 registers each) across the F2 tap rows. A warp's share of a patch (M rows
+// 16 w .. 16 w + 15 = patch rows 2w, 2w + 1) is in mma.sync's m16n8 C layout, four n-tiles: the Z GEMM
+// (tc_z's mma.sync) takes it as it is.
+typedef unsigned long long u64;
+
+__device__ __forceinline__ u64 wg_desc(u32 saddr, u32 lbo, u32 sbo) {  // layout type 0: no swizzle
+    return (u64)((saddr >> 4) & 0x3FFF) | ((u64)((lbo >> 4) & 0x3FFF) << 16) | ((u64)((sbo >> 4) & 0x3FFF) << 32);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int N>  // at most N of this warpgroup's committed groups still running
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma):
+// each writing thread, before the barrier that precedes the MMAs.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// d = A x B + (acc ? d : 0): the first MMA of a sum passes acc = 0 instead of zeroing d (moves into d
+// between the fence and the MMA make ptxas serialise the MMAs).
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[16], u64 da, u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db), "r"(acc));
+}
+
+// Before a chunk that starts at A1 row z0 (> 0): its first 2 H2 rows, the last ones of the previous
+// (full) chunk at window rows R.., move to window rows 0..; the window then starts at z0. Barrier after.
+template <class C>
+__device__ void tc_wg_shift_a1(u32* A1) {
+    uint4* buf = reinterpret_cast<uint4*>(A1);
+    constexpr int NR = 2 * C::H2, PER = C::A1P / 16, N = 8 * NR * C::RW1;
+    for (int e = threadIdx.x; e < N; e += blockDim.x) {
+        const int g = e / (NR * C::RW1), q = e - g * (NR * C::RW1);
+        buf[g * PER + q] = buf[g * PER + C::R_ * C::RW1 + q];
+    }
+    __syncthreads();
+}
+
+// tc_fixup_a1 for the WG window (rows from `base`, planar): new rows [r0, r1).
+template <class C>
+__device__ void tc_fixup_a1_wg(u32* A1, int r0, int r1, int base, int vy0, int vx0, int H, int W) {
+    constexpr int PER = C::A1P / 16;  // uint4 per plane
+    uint4* buf = reinterpret_cast<uint4*>(A1);
+    const int nr = r1 - r0, n = 8 * nr * C::RW1;
+    if (vx0 < 0 || vx0 + C::RW1 > W) {
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int c = e % C::RW1, t = e / C::RW1, r = r0 + t % nr, g = t / nr;
+            const int v = vx0 + c;
+            if (v < 0 || v >= W) {
+                uint4* rowp = buf + g * PER + (r - base) * C::RW1;
+                rowp[c] = rowp[clampi(v, 0, W - 1) - vx0];
+            }
+        }
+        __syncthreads();
+    }
+    if (vy0 + r0 < 0 || vy0 + r1 > H) {
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int c = e % C::RW1, t = e / C::RW1, r = r0 + t % nr, g = t / nr;
+            const int v = vy0 + r;
+            if (v < 0 || v >= H) {
+                // rows below the image copy the last row inside; when that row left the window, the
+                // window's first row (itself such a copy) stands in for it
+                const int sr = max(clampi(v, 0, H - 1) - vy0, base);
+                buf[g * PER + (r - base) * C::RW1 + c] = buf[g * PER + (sr - base) * C::RW1 + c];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// conv2 (F2 tap rows streamed in SPART parts each, as tc_conv2_ring_z_pipe) -> Z for Z rows [z0, z1), the A1
+// window starting at row z0. Part u (counted over the kernel) is in buffer u % W2NBUF. With two buffers
+// (SPART 1) the buffer refilled after a part's barrier was read by the part before, so each warpgroup's
+// MMAs drain before every barrier; with three (SPART 2) only the part before that must be done, and the
+// previous part's MMAs keep the tensor pipe busy across the barrier. Returns the next part's number.
+// Every thread must call it.
+template <class C, int F2, int NT>
+__device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u32* A1, float* Z, int z0, int z1,
+                             int u0, bool more) {
+    constexpr int MT = C::WG_MT, PC = C::WG_PC;
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, cq = lane & 3;
+    const int nrows = z1 - z0;
+    const u32 a1s = smem_u32(A1), wbase = smem_u32(smw + C::O_W2F);
+    // patch i of this warpgroup: p = wg * MT + i, patch row p / PC, column p % PC. Every patch is computed
+    // (a test around an MMA makes ptxas serialise them all, C7520); in a short last chunk those below it
+    // read stale rows of the window, inside it, and store nothing
+    u64 da[MT];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        const int p = wg * MT + i, pr = p / PC, pc = p - pr * PC;
+        da[i] = wg_desc(a1s + (pr * 8 * C::RW1 + pc * 8) * 16, C::A1P, 16 * C::RW1);
+    }
+    constexpr int NU = C::SPART_, TU = F2 * 4 / NU, NP = F2 * NU, NB = C::W2NBUF;  // K-step t = 4 dx + ks
+    float acc[MT][16];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
+#pragma unroll 1
+    for (int v = 0; v < NP; ++v) {
+        const int u = u0 + v, dy = v / NU, t0 = (v - dy * NU) * TU;
+        cp_async_wait_all();
+        wg_wait<NB - 2>();  // the MMAs that read buffer (u + 1) % NB, refilled below, are done
+        fence_proxy_async();
+        __syncthreads();
+        if (v + 1 < NP || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) % NB, (v + 1) % NP);
+        const u32 wb = wbase + (u % NB) * C::W2U * 4;  // K-step t0 + j at 1024 j
+        wg_fence();
+#pragma unroll
+        for (int j = 0; j < TU; ++j) {
+            const int t = t0 + j, dx = t >> 2, ks = t & 3;
+            const u64 b = wg_desc(wb + j * 1024, 512, 128);
+            const u64 ao = (u64)((dy * C::RW1 + dx) + ks * 2 * (C::A1P / 16));
+#pragma unroll
+            for (int i = 0; i < MT; ++i) wgmma_m64n32k16(acc[i], da[i] + ao, b, v + j);
+        }
+        wg_commit();
+    }
+    wg_wait_all();
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const uint4* W3 = reinterpret_cast<const uint4*>(smw + C::O_W3F) + lane;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+        const int p = wg * MT + i, pr = p / PC, pc = p - pr * PC;
+        if (pr * 8 >= nrows) continue;  // warpgroup-uniform
+        float acc2[1][4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
+            acc2[0][j][0] = acc[i][4 * j] + b.x;
+            acc2[0][j][1] = acc[i][4 * j + 1] + b.y;
+            acc2[0][j][2] = acc[i][4 * j + 2] + b.x;
+            acc2[0][j][3] = acc[i][4 * j + 3] + b.y;
+        }
+        float acc3[1][4][4];
+        tc_zero<1, 4>(acc3);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            u32 ah[1][4], al[1][4];
+            tc_to_a<C, 1, 4>(acc2, k, ah, al);
+            tc_mma_k<C, 1, 4>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4);
+        }
+        // C rows lane / 4 (h = 0) and lane / 4 + 8 (h = 1) of the warp's 16: patch rows 2 warp + h
+        const int col = pc * 8 + (lane >> 2);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = z0 + pr * 8 + 2 * warp + h;
+            if (row >= z1) continue;
+            float* zrow = Z + (row % C::CZ) * C::RW_ + col;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int d = 8 * j + 2 * cq;
+                if (d < 25) zrow[d * C::PZ] = acc3[0][j][2 * h];
+                if (d + 1 < 25) zrow[(d + 1) * C::PZ] = acc3[0][j][2 * h + 1];
+            }
+        }
+    }
+    return u0 + NP;
+}
+
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
 // MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART, ABLATE: TcCfg.
+// WG: conv2 on the warpgroup MMA (built for sm_90a only; the section above).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0>
+          int SPART = 0, int ABLATE = 0, bool WG = false>
 __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                      const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, ABLATE> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, ABLATE, WG> C;
     extern __shared__ __align__(16) u32 smw[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -898,13 +1113,21 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
         if constexpr (F2 > 1) {
             u32* A1 = smw + C::O_A1;
             const int a_t = z_t + 2 * C::H2;
-            if (a_t > a1_done) {
+            if constexpr (WG) {  // the A1 window starts at the chunk's first row (tc_wg_conv2_z)
+                if (z_done > 0) tc_wg_shift_a1<C>(A1);
+                tc_conv1_ring<C>(smw, A1, a1_done, a_t, off, z_done);
+                __syncthreads();
+                tc_fixup_a1_wg<C>(A1, a1_done, a_t, z_done, zvy - C::H2, zvx - C::H2, a.H, a.W);
+                a1_done = a_t;
+            } else if (a_t > a1_done) {
                 tc_conv1_ring<C>(smw, A1, a1_done, a_t, off);
                 if constexpr ((ABLATE & ABL_SYNC) == 0) __syncthreads();
                 tc_fixup_a1<C>(A1, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
                 a1_done = a_t;
             }
-            if constexpr (STREAM && SPART > 0)
+            if constexpr (WG)
+                spart_next = tc_wg_conv2_z<C, F2, NT>(smw, weights, A1, Z, z_done, z_t, spart_next, z_t < nz);
+            else if constexpr (STREAM && SPART > 0)
                 spart_next = tc_conv2_ring_z_pipe<C, F2, NT>(smw, weights, A1, Z, z_done, z_t, spart_next, z_t < nz);
             else if constexpr (STREAM)
                 tc_conv2_ring_z_stream<C, F2, NT>(smw, weights, A1, Z, z_done, z_t);
@@ -926,9 +1149,9 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
 }
 
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0>
-__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART> C;
+          int SPART = 0, int ABLATE = 0, bool WG = false>
+__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG neither)
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, 0, WG> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;
 }

@@ -33,7 +33,8 @@ def fused_candidates(model: SRCNNModel, limits: Any, arithmetics: Sequence[Arith
     for a in arithmetics:
         if available(model, a, limits) is None:
             for cfg in candidate_configs(a, model.f2):
-                if limits is None or shared_bytes(cfg, model.f2) <= limits.max_shared_per_block_optin:
+                if limits is None or (shared_bytes(cfg, model.f2) <= limits.max_shared_per_block_optin
+                                      and cfg.runs_on(limits.compute_capability)):
                     out.append(cfg)
     if not out:
         raise EngineError(f"no fused kernel for {model.arch} in {'/'.join(arithmetics)}: "

@@ -80,11 +80,20 @@ def fold_matrices(model: SRCNNModel) -> tuple[np.ndarray, int]:
     return np.ascontiguousarray((f * 2.0**e).transpose(0, 2, 1).astype(np.float32)), e
 
 
-def pack_tc(model: SRCNNModel, split: bool, fold: bool = False) -> tuple[np.ndarray, int]:
+def wg_conv2_words(w2: np.ndarray) -> np.ndarray:
+    """conv2 weights (32 out, 64 in, f2, f2) -> the warpgroup-MMA layout (fused_tc.cu WG): fp16
+    [dy][dx][channel group g][out n][8 channels], as uint32 words (channel pairs, low half first)."""
+    f2 = w2.shape[2]
+    w = np.asarray(w2, np.float32).transpose(2, 3, 1, 0).reshape(f2, f2, 8, 8, 32)  # (dy, dx, g, k, n)
+    return np.ascontiguousarray(w.transpose(0, 1, 2, 4, 3).astype(np.float16)).view(np.uint32).ravel()
+
+
+def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False) -> tuple[np.ndarray, int]:
     """uint32 [W2 fragments hi (lo) | W3 fragments hi (lo) | b1 | b2 | b3 0 0 0 | W1 fragments hi (lo)
     | with ``fold``: the four phase matrices' fragments, hi (lo) each] (fused_tc.cu TcCfg): B
     fragments of conv2 per tap (64 x 32), the Z GEMM (32 channels x 25 taps padded to 32), conv1
-    (96 x 64) and the folded conv1 (64 x 64 per phase); and the fold's exponent e (0 without)."""
+    (96 x 64) and the folded conv1 (64 x 64 per phase); and the fold's exponent e (0 without). ``wg``:
+    conv2's part (same size) in the warpgroup-MMA layout instead (:func:`wg_conv2_words`)."""
     a = model.arrays(np.float32)
     f2 = model.f2
 
@@ -93,7 +102,12 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False) -> tuple[np.ndar
         return [np.concatenate([b_fragments(part[t:t + rows]).ravel() for t in range(0, part.shape[0], rows)])
                 for part in ((hi, lo) if split else (hi,))]
 
-    words = fragments(np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]), 64)
+    if wg:
+        assert not split, "the warpgroup-MMA kernels are fp16-fast"
+        words = [wg_conv2_words(a["conv2_weight"])]
+    else:
+        words = fragments(np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]),
+                          64)
     words += fragments(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7))), 32)
     biases = np.concatenate([a["conv1_bias"], a["conv2_bias"], [a["conv3_bias"][0], 0, 0, 0]]).astype(np.float32)
     words.append(biases.view(np.uint32))

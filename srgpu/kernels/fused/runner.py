@@ -103,7 +103,11 @@ class FusedSRCNN:
         self.limits = limits or device_limits(device_index)
         cfg, f2 = self.config, model.f2
         self.name = f"fused-{self.arithmetic} {model.arch} {cfg.label}"
-        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits)
+        if not cfg.runs_on(self.limits.compute_capability):
+            raise EngineError(f"{self.name}: built for {cfg.arch}, the device is compute capability "
+                              f"{self.limits.compute_capability}")
+        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits,
+                                  arch=cfg.arch)
         self.kernel = kernels[cfg.kernel_name(f2)]
         with self.device:
             buf = cp.zeros(16, dtype=np.int32)
@@ -114,7 +118,7 @@ class FusedSRCNN:
             if cfg.kernel == "fp32":
                 packed, self.fold_exponent = pack_fp32(model, cfg.fold), 0
             else:
-                packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold)
+                packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold, cfg.wg)
             expect = int(v[7])
             if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
                 raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "

@@ -29,7 +29,8 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     py0 = (cfg.th + 2 * (6 + h2)) * (y0w // 2)
     py = py0 + (48 - py0 % 32) % 32
     w2s = f2 * 4 * 2 * 32 * 4  # one tap row of conv2's fragments (TcCfg W2S), words per copy
-    w2sm = f2 * w2s if not cfg.stream else 2 * (w2s // cfg.spart) if cfg.spart else w2s  # TcCfg W2SM
+    nbuf = 3 if cfg.wg and cfg.spart > 1 else 2  # TcCfg W2NBUF
+    w2sm = f2 * w2s if not cfg.stream else nbuf * (w2s // cfg.spart) if cfg.spart else w2s  # TcCfg W2SM
     common = nspl * (w2sm + 2 * 2 * 32 * 4) + 100
     a1 = nspl * (cfg.r + 2 * h2) * rw1 * 32 if f2 > 1 else 0
     bicubic_path = nspl * 6 * 4 * 32 * 4 + 2 * nspl * py + a1

@@ -23,7 +23,9 @@ class FusedConfig:
     0 streams conv2's fragments a tap row at a time through one buffer (load, barrier, MMAs), p > 0
     in p parts per tap row through two buffers, the next part arriving by cp.async while the current
     one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
-    params then omit them."""
+    params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
+    built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
+    spart 1, or 2 through three buffers)."""
 
     kernel: str
     split: bool
@@ -38,6 +40,7 @@ class FusedConfig:
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
     minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
+    wg: bool = False  # 'tc': conv2 on the warpgroup MMA (sm_90a)
 
     @property
     def arithmetic(self) -> Arithmetic:
@@ -54,6 +57,8 @@ class FusedConfig:
     def _tc_extra(self) -> str:
         """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
         so every earlier tile keeps its kernel name."""
+        if self.wg:  # then the phase-removal argument (always 0 here) and WG
+            return f", {self.minb}, {self.spart}, 0, true"
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
@@ -64,18 +69,29 @@ class FusedConfig:
         return "fused_fp32.cu" if self.kernel == "fp32" else "fused_tc.cu"
 
     @property
+    def arch(self) -> str | None:
+        """The target the kernel needs (None: the device's own): wgmma exists only on sm_90a."""
+        return "sm_90a" if self.wg else None
+
+    def runs_on(self, compute_capability: str) -> bool:
+        """Whether a device of ``compute_capability`` runs this kernel (sm_90a code: 9.0 only)."""
+        return not self.wg or compute_capability == "9.0"
+
+    @property
     def params(self) -> tuple[tuple[str, Any], ...]:
         base = (("th", self.th), ("rw", self.rw), ("r", self.r), ("nt", self.nt), ("mb1", self.mb1), ("mb2", self.mb2),
                 ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
         # minb / spart only where set: earlier tiles keep their params (cached plans, labels)
-        return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0)) if v != d)
+        return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0),
+                                                   ("wg", int(self.wg), 0)) if v != d)
 
     @property
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
         return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
-                + (f"/{self.spart} pipe" if self.spart else "") + (f" {self.minb}/SM" if self.minb != 1 else ""))
+                + (f"/{self.spart} pipe" if self.spart else "") + (f" {self.minb}/SM" if self.minb != 1 else "")
+                + (" wgmma" if self.wg else ""))
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
@@ -85,10 +101,12 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     if arithmetic not in ARITHMETICS:
         raise ValueError(f"unknown arithmetic {arithmetic!r}: use {', '.join(ARITHMETICS)}")
     kernel, split = ("fp32", False) if arithmetic == "fp32" else ("tc", arithmetic == "fp16")
-    base = dict(CANDIDATES[(arithmetic, f2_key(f2))][0])
+    # the default is the first tile that runs on every device of the arithmetic (not a wgmma one)
+    base = dict(next(c for c in CANDIDATES[(arithmetic, f2_key(f2))] if not c.get("wg")))
     if params:
         base.pop("minb", None)
         base.pop("spart", None)
+        base.pop("wg", None)
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
@@ -102,6 +120,14 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         raise ValueError("minb (blocks per SM) is built for the tensor-core kernels, at most 2048 threads per SM")
     if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
+    base["wg"] = bool(base.get("wg", False))
+    if base["wg"]:
+        nwg, pc = base["nt"] // 128, base["rw"] // 8
+        if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
+                or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8):
+            raise ValueError("wg (conv2 on wgmma) is built for fp16-fast 9-5-5 with stream=1, spart 1 or 2, r a multiple "
+                             "of 8, nt a multiple of 128 and (r / 8) * (rw / 8) patches split evenly over nt / 128 "
+                             "warpgroups, 1..8 each")
     return FusedConfig(kernel, split, **base)
 
 
@@ -153,10 +179,15 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # 16-row chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14
-    # for the tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 =
-    # 36 x 60): 3.78 against 3.86 in the same sweep
-    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
+    # First, on compute capability 9.0 only (sm_90a): conv2 on the warpgroup MMA (wg), 3.21 ms against
+    # 3.83 for the same tile on mma.sync in one sweep (H100, 2026-11-24, BENCHMARKS.md); spart 2 (three
+    # buffers of half a tap row, no drain of the MMAs at each part's barrier) 3.26. Elsewhere: 16-row
+    # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
+    # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
+    # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
+    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, wg=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=64, rw=32, r=12, nt=256, mb1=2, mb2=3, stream=1, spart=1),
                        dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=0),

@@ -1,0 +1,96 @@
+"""The fused 9-5-5 tiles whose conv2 runs on Hopper's warpgroup MMA (fused_tc.cu WG, FusedConfig.wg),
+offline: which tiles the parameters allow, that they are offered on compute capability 9.0 only and
+never as the portable default, the weights' layout, and the sm_90a build (NVRTC, no GPU). The GPU
+test is tests/test_gpu_fused.py::test_wgmma_conv2_tiles."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from srgpu.kernels import fused
+from srgpu.kernels.build import COMPILE_OPTIONS, load_source
+from srgpu.kernels.fused.hook import fused_candidates
+from srgpu.kernels.fused.pack import wg_conv2_words
+from srgpu.kernels.launch import H100_LIMITS
+from srgpu.model import random_model
+
+
+def wg_configs() -> list[fused.FusedConfig]:
+    return [c for c in fused.candidate_configs("fp16-fast", 5) if c.wg]
+
+
+def test_wg_tiles_are_offered_on_hopper_only() -> None:
+    model = random_model("9-5-5", seed=3)
+    assert wg_configs()
+    assert not fused.config_for("fp16-fast", 5).wg  # the default runs on every tensor-core GPU
+    on_h100 = fused_candidates(model, H100_LIMITS, ["fp16-fast"])
+    assert any(c.wg for c in on_h100)
+    for cc in ("8.0", "8.9", "10.0", "12.0"):  # as much shared memory as the H100, other instruction sets
+        limits = dataclasses.replace(H100_LIMITS, name=f"a GPU of compute capability {cc}", compute_capability=cc)
+        offered = fused_candidates(model, limits, ["fp16-fast"])
+        assert offered and not any(c.wg for c in offered)
+    for cfg in wg_configs():
+        assert cfg.arch == "sm_90a" and cfg.runs_on("9.0") and not cfg.runs_on("8.9") and not cfg.runs_on("10.0")
+        assert "wgmma" in cfg.label and cfg.kernel_name(5).endswith(", 0, true>")
+        assert fused.config_for("fp16-fast", 5, **dict(cfg.params)) == cfg  # a cached plan's params
+
+
+def test_wg_parameters_are_checked() -> None:
+    ok = dict(th=60, rw=32, r=16, nt=256, stream=1, spart=1, wg=1)
+    assert fused.config_for("fp16-fast", 5, **ok).wg
+    for bad in (dict(ok, r=12), dict(ok, spart=4), dict(ok, stream=0, spart=0), dict(ok, nt=192), dict(ok, nt=384)):
+        with pytest.raises(ValueError):
+            fused.config_for("fp16-fast", 5, **bad)
+    with pytest.raises(ValueError):
+        fused.config_for("fp16", 5, **ok)  # the split arithmetic
+    with pytest.raises(ValueError):
+        fused.config_for("fp16-fast", 3, th=32, rw=32, r=8, nt=256, stream=1, spart=1, wg=1)
+
+
+def test_wg_weight_layout() -> None:
+    """[dy][dx][channel group][out][8 channels] fp16, the same number of words as the mma.sync fragments."""
+    rng = np.random.default_rng(5)
+    w2 = rng.standard_normal((32, 64, 5, 5)).astype(np.float32)
+    words = wg_conv2_words(w2)
+    halves = words.view(np.float16).reshape(5, 5, 8, 32, 8)
+    dy, dx, g, n, k = 3, 1, 6, 17, 5
+    assert halves[dy, dx, g, n, k] == np.float16(w2[n, 8 * g + k, dy, dx])
+    np.testing.assert_array_equal(halves.astype(np.float32),
+                                  w2.astype(np.float16).astype(np.float32).transpose(2, 3, 1, 0)
+                                  .reshape(5, 5, 8, 8, 32).transpose(0, 1, 2, 4, 3))
+    model = random_model("9-5-5", seed=4)
+    packed, _ = fused.pack_tc(model, False, False, wg=True)
+    plain, _ = fused.pack_tc(model, False, False)
+    assert packed.size == plain.size
+    n2 = 25 * 4 * 2 * 32 * 4  # conv2's words (TcCfg W2F); the rest of the array is the same
+    np.testing.assert_array_equal(packed[n2:], plain[n2:])
+    np.testing.assert_array_equal(packed[:n2], wg_conv2_words(model.arrays(np.float32)["conv2_weight"]))
+
+
+def test_wg_tiles_build_for_sm90a(nvrtc) -> None:
+    """NVRTC builds the wg tiles for sm_90a with HGMMA and without serialised warpgroup MMAs (the
+    spill and register checks: tests/test_fused_variants.py)."""
+    names = [n for cfg in wg_configs() for n in (cfg.kernel_name(5), cfg.layout_name(5))]
+    prog = nvrtc.createProgram(load_source("fused_tc.cu"), "fused_tc.cu", [], [])
+    try:
+        for n in names:
+            nvrtc.addNameExpression(prog, n)
+        try:
+            nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, "-arch=sm_90a", "-Xptxas=-v"])
+        except nvrtc.NVRTCError:
+            pytest.fail(nvrtc.getProgramLog(prog)[:3000])
+        log = nvrtc.getProgramLog(prog)
+        ptx_prog = nvrtc.createProgram(load_source("fused_tc.cu"), "fused_tc.cu", [], [])
+        for n in names:
+            nvrtc.addNameExpression(ptx_prog, n)
+        nvrtc.compileProgram(ptx_prog, [*COMPILE_OPTIONS, "-arch=compute_90a"])
+        ptx = nvrtc.getPTX(ptx_prog)
+        nvrtc.destroyProgram(ptx_prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
+    assert "serialized" not in log, log[:3000]
