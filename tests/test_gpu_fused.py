@@ -483,6 +483,36 @@ def test_wgmma_tile_through_engine(cp) -> None:
     assert worst <= 1
 
 
+def test_a_damaged_sm90a_cubin_is_built_again(cp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wgmma tile's cubin is cached on disk by srgpu (NVRTC for sm_90a, not CuPy's cache): a
+    cached file that does not load (truncated, overwritten) is built again, and the tile still runs
+    against the reference."""
+    from cupy import _util as cupy_util
+
+    from srgpu.kernels import build
+
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    cfg = next(c for c in fused.candidate_configs("fp16-fast", 5) if c.wg)
+    model = MODELS["9-5-5"]
+    plane = random_plane((37, 53), np.uint8, np.random.default_rng(71))
+    want = fused.reference(plane, (74, 106), 255, model)
+    for damage in (b"", b"\x7fELF not a cubin" * 64):
+        monkeypatch.setattr(build, "_modules", {})  # no module of this process's earlier tests
+        fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        cubins = sorted(tmp_path.glob("srgpu_*.cubin"))
+        assert cubins
+        for c in cubins:
+            c.write_bytes(damage)
+        monkeypatch.setattr(build, "_modules", {})
+        cupy_util.clear_memo()  # CuPy keeps modules it loaded by path: make it read the file again
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        got = net.run(cp.asarray(plane), (74, 106), 255, out=cp.full((74, 106), 0xAB, np.uint8)).get()
+        assert fused.agreement(got, want)[1] <= 1
+        assert all(c.stat().st_size > 1000 for c in sorted(tmp_path.glob("srgpu_*.cubin")))
+
+
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.ARITHMETICS for a in ("9-1-5", "9-5-5")])
 def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     """Every tile the tuner may pick, and the not-offered tiles that test_streamed_conv2_tiles does

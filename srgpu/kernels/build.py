@@ -134,9 +134,7 @@ def compile_kernels(filename: str, names: Sequence[str], device_index: int, limi
                     module = cp.RawModule(code=code, options=COMPILE_OPTIONS, name_expressions=list(names))
                     kernels = {n: Kernel(n, module.get_function(n), limits) for n in names}
                 else:
-                    path, lowered = compile_for_arch(code, filename, names, arch)
-                    module = cp.RawModule(path=str(path))
-                    kernels = {n: Kernel(n, module.get_function(lowered[n]), limits) for n in names}
+                    kernels = _load_for_arch(code, filename, names, arch, limits)
                 for k in kernels.values():  # force the load now, so failures surface here
                     _ = k.function.num_regs
         except Exception as e:
@@ -146,12 +144,33 @@ def compile_kernels(filename: str, names: Sequence[str], device_index: int, limi
         return kernels
 
 
+def _load_for_arch(code: str, filename: str, names: tuple[str, ...], arch: str,
+                   limits: DeviceLimits) -> dict[str, Kernel]:
+    """The kernels of :func:`compile_for_arch`'s cubin, loaded; a cached cubin that does not load
+    (damaged, or from a driver that no longer takes it) is built again once."""
+    import cupy as cp
+
+    for fresh in (False, True):
+        path, lowered = compile_for_arch(code, filename, names, arch, fresh=fresh)
+        try:
+            module = cp.RawModule(path=str(path))
+            kernels = {n: Kernel(n, module.get_function(lowered[n]), limits) for n in names}
+            for k in kernels.values():
+                _ = k.function.num_regs
+            return kernels
+        except Exception:
+            if fresh:
+                raise
+    raise AssertionError("unreachable")
+
+
 def _cubin_cache_dir() -> Path:
     """Where :func:`compile_for_arch` keeps its cubins: CuPy's kernel cache folder."""
     return Path(os.environ.get("CUPY_CACHE_DIR", Path.home() / ".cupy" / "kernel_cache"))
 
 
-def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str) -> tuple[Path, dict[str, str]]:
+def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str,
+                     fresh: bool = False) -> tuple[Path, dict[str, str]]:
     """NVRTC straight to a cubin for ``arch`` (e.g. ``"sm_90a"``; CuPy's RawModule would add its own
     ``-arch`` for the device, sm_90, which rejects wgmma): the cubin's path (cached on disk by source,
     options and NVRTC version) and each name's lowered (mangled) name. Raises RuntimeError with
@@ -162,9 +181,12 @@ def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str) 
     digest = hashlib.sha256("\0".join([code, *options, *names, str(nvrtc.getVersion())]).encode()).hexdigest()[:32]
     folder = _cubin_cache_dir()
     path, index = folder / f"srgpu_{digest}.cubin", folder / f"srgpu_{digest}.json"
-    if path.is_file() and index.is_file():
-        lowered = json.loads(index.read_text())
-        if set(lowered) == set(names):
+    if not fresh and path.is_file() and index.is_file():
+        try:
+            lowered = json.loads(index.read_text())
+        except (OSError, ValueError):
+            lowered = {}
+        if isinstance(lowered, dict) and set(lowered) == set(names):
             return path, lowered
     prog = nvrtc.createProgram(code, filename, [], [])
     try:
