@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +96,7 @@ def main() -> int:
     import cv2
 
     import srgpu.engine.imageproc as imageproc
+    from dev.profile_folder_engine import one_pass
     from srgpu.engine import GPUOptions, create_engine
     from srgpu.images import plan_batch, run_batch
     from srgpu.model import resolve_model
@@ -148,15 +148,7 @@ def main() -> int:
         alone = []
         for _ in range(args.rounds):
             v0, i0 = switches()
-            t0 = time.perf_counter()
-            pending: deque = deque()
-            for img in images:
-                pending.append(processor.submit(img))
-                while len(pending) > processor.in_flight:
-                    pending.popleft().wait()
-            while pending:
-                pending.popleft().wait()
-            took = time.perf_counter() - t0
+            took = one_pass(processor, images)
             v1, i1 = switches()
             alone.append((took, v1 - v0, i1 - i0))
         processor.close()

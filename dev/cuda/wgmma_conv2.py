@@ -18,8 +18,9 @@ plus what the fused kernel's weight stream costs. --reps R also runs the MMAs R 
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -165,18 +166,17 @@ def time_config(zt: int, nwg: int, nb: int, reps: int, swap: int, mma_reps: list
     return row
 
 
-def time_cupy(fn, reps: int, warmup: int = 3) -> float:
-    import cupy as cp
+@functools.lru_cache(maxsize=1)
+def _bench_peers():
+    spec = importlib.util.spec_from_file_location("bench_peers", HERE.parents[1] / "scripts" / "benchmarks" / "bench_peers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    for _ in range(warmup):
-        fn()
-    ev = [cp.cuda.Event() for _ in range(reps + 1)]
-    ev[0].record()
-    for i in range(reps):
-        fn()
-        ev[i + 1].record()
-    ev[-1].synchronize()
-    return float(statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in zip(ev, ev[1:])))
+
+def time_cupy(fn, reps: int, warmup: int = 3) -> float:
+    """bench_peers.py's timing: the median of CUDA-event intervals between back-to-back runs."""
+    return _bench_peers().time_cupy(fn, reps, warmup)
 
 
 def parse_configs(spec: list[str]) -> list[tuple[int, int, int]]:
