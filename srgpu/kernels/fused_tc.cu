@@ -46,6 +46,12 @@ __device__ __forceinline__ float h2f(unsigned short v) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(v));
     return r;
 }
+// ReLU(x0), ReLU(x1) as packed fp16 in one instruction (F2FP.RELU; fmaxf + cvt is three).
+__device__ __forceinline__ u32 pack_h2_relu(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
 // (x0, x1) -> packed fp16 hi and, with SPLIT, the packed residual lo.
 template <bool SPLIT>
 __device__ __forceinline__ void split2(float x0, float x1, u32& hi, u32& lo) {
@@ -55,6 +61,16 @@ __device__ __forceinline__ void split2(float x0, float x1, u32& hi, u32& lo) {
         unpack_h2(hi, f0, f1);
         lo = pack_h2(x0 - f0, x1 - f1);
     } else {
+        lo = 0u;
+    }
+}
+// split2 of (ReLU(x0), ReLU(x1)).
+template <bool SPLIT>
+__device__ __forceinline__ void relu_split2(float x0, float x1, u32& hi, u32& lo) {
+    if (SPLIT) {
+        split2<true>(fmaxf(x0, 0.f), fmaxf(x1, 0.f), hi, lo);
+    } else {
+        hi = pack_h2_relu(x0, x1);
         lo = 0u;
     }
 }
@@ -323,10 +339,10 @@ template <class C, int MB, int NT_>
 __device__ __forceinline__ void tc_to_a(const float (&acc)[MB][NT_][4], int k, u32 (&ah)[MB][4], u32 (&al)[MB][4]) {
 #pragma unroll
     for (int m = 0; m < MB; ++m) {
-        split2<C::SPLIT_>(fmaxf(acc[m][2 * k][0], 0.f), fmaxf(acc[m][2 * k][1], 0.f), ah[m][0], al[m][0]);
-        split2<C::SPLIT_>(fmaxf(acc[m][2 * k][2], 0.f), fmaxf(acc[m][2 * k][3], 0.f), ah[m][1], al[m][1]);
-        split2<C::SPLIT_>(fmaxf(acc[m][2 * k + 1][0], 0.f), fmaxf(acc[m][2 * k + 1][1], 0.f), ah[m][2], al[m][2]);
-        split2<C::SPLIT_>(fmaxf(acc[m][2 * k + 1][2], 0.f), fmaxf(acc[m][2 * k + 1][3], 0.f), ah[m][3], al[m][3]);
+        relu_split2<C::SPLIT_>(acc[m][2 * k][0], acc[m][2 * k][1], ah[m][0], al[m][0]);
+        relu_split2<C::SPLIT_>(acc[m][2 * k][2], acc[m][2 * k][3], ah[m][1], al[m][1]);
+        relu_split2<C::SPLIT_>(acc[m][2 * k + 1][0], acc[m][2 * k + 1][1], ah[m][2], al[m][2]);
+        relu_split2<C::SPLIT_>(acc[m][2 * k + 1][2], acc[m][2 * k + 1][3], ah[m][3], al[m][3]);
     }
 }
 
@@ -573,11 +589,11 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
                 for (int j = 0; j < 8; ++j) {
                     u32 h, l;
                     if (oka[m]) {
-                        split2<false>(fmaxf(acc[m][j][0], 0.f), fmaxf(acc[m][j][1], 0.f), h, l);
+                        relu_split2<false>(acc[m][j][0], acc[m][j][1], h, l);
                         pa[j * (C::A1P / 4)] = h;
                     }
                     if (okb[m]) {
-                        split2<false>(fmaxf(acc[m][j][2], 0.f), fmaxf(acc[m][j][3], 0.f), h, l);
+                        relu_split2<false>(acc[m][j][2], acc[m][j][3], h, l);
                         pb[j * (C::A1P / 4)] = h;
                     }
                 }
@@ -593,12 +609,12 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
             for (int j = 0; j < 8; ++j) {
                 u32 h, l;
                 if (oka[m]) {
-                    split2<C::SPLIT_>(fmaxf(acc[m][j][0], 0.f), fmaxf(acc[m][j][1], 0.f), h, l);
+                    relu_split2<C::SPLIT_>(acc[m][j][0], acc[m][j][1], h, l);
                     reca[(j ^ sa) << 2] = h;
                     if (C::SPLIT_) reca[C::A1W + ((j ^ sa) << 2)] = l;
                 }
                 if (okb[m]) {
-                    split2<C::SPLIT_>(fmaxf(acc[m][j][2], 0.f), fmaxf(acc[m][j][3], 0.f), h, l);
+                    relu_split2<C::SPLIT_>(acc[m][j][2], acc[m][j][3], h, l);
                     recb[(j ^ sb) << 2] = h;
                     if (C::SPLIT_) recb[C::A1W + ((j ^ sb) << 2)] = l;
                 }
