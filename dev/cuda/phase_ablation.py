@@ -65,7 +65,8 @@ VARIANTS: list[tuple[str, int, str]] = [
     ("no chunk barriers (races)", bits("SYNC"), "all"),
     ("no conv2 weight copies (stream)", bits("STREAM"), "stream"),
     ("MMA phases only: no input, no sum", bits("INPUT", "SUM"), "all"),
-    ("MMA phases only, no chunk barriers", bits("INPUT", "SUM", "SYNC"), "all"),
+    # "room": at the 9-1-5 fold tile's 128-register cap it spills since 872b253 (ReLU in the conversion)
+    ("MMA phases only, no chunk barriers", bits("INPUT", "SUM", "SYNC"), "room"),
     ("MMA phases only, no barriers, no stream", bits("INPUT", "SUM", "SYNC", "STREAM"), "stream"),
     ("skeleton: no input, MMAs off, no sum", bits("INPUT", "CONV1", "CONV2", "ZGEMM", "SUM"), "room"),
 ]
