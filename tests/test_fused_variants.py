@@ -36,7 +36,7 @@ def all_configs() -> list[tuple[fused.FusedConfig, int]]:
 
 
 def new_configs() -> list[tuple[fused.FusedConfig, int]]:
-    return [(c, f2) for c, f2 in all_configs() if c.minb != 1 or c.spart]
+    return [(c, f2) for c, f2 in all_configs() if c.minb != 1 or c.spart or c.wg]
 
 
 def test_defaults_keep_the_earlier_kernels() -> None:

@@ -24,7 +24,15 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2)],
     # two blocks of 8 warps per SM (96-108 KiB each, registers capped at 128): one block's bicubic,
     # barriers and conv3 sums overlap the other's MMAs, where one block of 16 warps waits at its barriers
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),
+    # (issue 17) the fold chain's three GEMMs on the warpgroup MMA, A from registers (fused_tc.cu tc_wg_fold_z;
+    # sm_90a, compute capability 9.0 only): mb2 = jobs of 64 positions a warpgroup runs through each GEMM at once;
+    # at 16 warps mb1 = 1 (the edge blocks' mma.sync chain) keeps the 128-register cap without spills (NVRTC 12.9
+    # spills 16 bytes at mb1 = 2), and two jobs at once need more than 128 registers
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
+                       dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),
+                       dict(th=66, rw=64, r=24, nt=256, mb1=2, mb2=2, fold=1, wg=1),
+                       dict(th=66, rw=64, r=4, nt=256, mb1=1, mb2=1, fold=1, minb=2, wg=1),
+                       dict(th=66, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),
                        dict(th=64, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),
                        dict(th=66, rw=64, r=6, nt=256, mb1=1, mb2=1, fold=1, minb=2)],
 }

@@ -38,4 +38,6 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     if cfg.fold:
         plr0 = ((cfg.th + 3) // 2 + 9) * (cfg.rw // 4 + 5)
         fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32)
+        if cfg.wg:  # conv2's and the Z GEMM's weights once more, in wgmma's layout (TcCfg O_W2G, O_W3G)
+            fold_path += 64 * 32 // 2 + 32 * 32 // 2
     return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)

@@ -25,7 +25,8 @@ class FusedConfig:
     one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
     params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
-    spart 1, or 2 through three buffers)."""
+    spart 1, or 2 through three buffers; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and
+    the Z GEMM on wgmma with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
 
     kernel: str
     split: bool
@@ -121,7 +122,12 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
-    if base["wg"]:
+    if base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
+        if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
+                or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
+            raise ValueError("wg for 9-1-5 (the fold chain on wgmma) is built for fp16-fast fold tiles with rw 64, r a "
+                             "multiple of 4, even th, nt a multiple of 128, mb2 (jobs per warpgroup at once) 1 or 2")
+    elif base["wg"]:
         nwg, pc = base["nt"] // 128, base["rw"] // 8
         if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
                 or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8):
