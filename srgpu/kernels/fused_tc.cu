@@ -128,7 +128,9 @@ struct TcCfg {
     static constexpr int PY0 = Y0ROWS * Y0WW;
     static constexpr int PY = PY0 + (48 - PY0 % 32) % 32;  // plane stride = 16 (mod 32) words
     static constexpr int NSPL = SPLIT ? 2 : 1;
-    static constexpr int CZ = R + 4;
+    // WG, F2 == 1 with SPART = 1 (tc_wg_fold_pipe): a ring of two chunks and the four rows before them
+    static constexpr bool WGF_PIPE = WG && F2 == 1 && SPART == 1;
+    static constexpr int CZ = WGF_PIPE ? 2 * R + 4 : R + 4;
     static constexpr int PZ = (CZ * RW + 31) / 32 * 32 + 4;
     static constexpr int C1 = R + 2 * H2;
     static constexpr int A1W = C1 * RW1 * 32;  // words per copy (hi / lo) of the A1 ring
@@ -184,7 +186,7 @@ struct TcCfg {
     static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
                   "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
     static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
-    static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
+    static_assert(SPART == 0 || WGF_PIPE || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
                   "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
     static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
     // WG (fused_wg.cuh): conv2 on the warpgroup MMA; the A1 ring and conv2's streamed fragments keep their
@@ -1226,6 +1228,30 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
     }
 }
 
+// WG, F2 == 1, SPART = 1: a fold block's Z chunks in a pipeline. The Z ring holds two chunks and the four rows
+// before them (CZ = 2 R + 4), so chunk k + 1's three GEMMs (the tensor cores) run in the same barrier interval as
+// conv3's shifted sum of the output rows chunk k completed (shared-memory loads, FADDs, global stores): one
+// barrier per chunk instead of two. Odd warpgroups sum first and then take their chain jobs, even ones the
+// reverse, so both kinds of work are under way at once. No border fix-up: a fold block's Z region lies inside
+// the frame (fold_block). Every thread must call it.
+template <class C>
+__device__ void tc_wg_fold_pipe(const FusedArgs& a, u32* smw, float* Z, float b3, int nz, int nout, int ncol, int oy0,
+                                int ox0, int d0, int d1, float fscale) {
+    const bool sum_first = (threadIdx.x >> 7) & 1;
+    int z_done = min(C::R_, nz), out_done = 0;
+    tc_wg_fold_z<C>(smw, Z, 0, z_done, d0, d1, fscale);
+    __syncthreads();
+    while (out_done < nout) {
+        const int z_t = min(z_done + C::R_, nz), o_t = min(z_done - 4, nout);
+        if (sum_first) fused_conv3_rows<C::CZ, C::RW_>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
+        tc_wg_fold_z<C>(smw, Z, z_done, z_t, d0, d1, fscale);  // no job when z_t == z_done
+        if (!sum_first) fused_conv3_rows<C::CZ, C::RW_>(a, Z, C::PZ, b3, out_done, o_t, ncol, oy0, ox0);
+        __syncthreads();
+        out_done = o_t;
+        z_done = z_t;
+    }
+}
+
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
@@ -1304,6 +1330,12 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
     int z_done = 0, a1_done = 0, out_done = 0;
     int spart_next = 0;  // SPART: the next streamed part of conv2's fragments (tc_conv2_ring_z_pipe)
+    if constexpr (C::WGF_PIPE) {
+        if (folding) {
+            tc_wg_fold_pipe<C>(a, smw, Z, b3, nz, nout, ncol, oy0, ox0, fb.d0, fb.d1, fscale);
+            return;
+        }
+    }
     while (out_done < nout) {
         const int z_t = min(z_done + R, nz);
         if constexpr (F2 > 1) {
