@@ -28,8 +28,8 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # sm_90a, compute capability 9.0 only): mb2 = jobs of 64 positions a warpgroup runs through each GEMM at once;
     # at 16 warps mb1 = 1 (the edge blocks' mma.sync chain) keeps the 128-register cap without spills (NVRTC 12.9
     # spills 16 bytes at mb1 = 2), and two jobs at once need more than 128 registers
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
-                       dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
+    # (the first of them, th=66 r24 nt512 mb1/1, is offered: tiles.CANDIDATES)
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=8, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),

@@ -180,9 +180,14 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                   dict(th=64, rw=32, r=4, nt=256, mb1=1, mb2=1, stream=1, spart=2),
                   dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=1),
                   dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
-    # 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails): 0.576 ms,
-    # 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24, BENCHMARKS.md)
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
+    # First, on compute capability 9.0 only (sm_90a): the fold blocks' three GEMMs on the warpgroup MMA with A
+    # from registers (wg; mb1 1 keeps the edge blocks' chain within 128 registers): 0.545 / 0.552 ms against
+    # 0.566 / 0.565 for the mma.sync tile in two sweeps (H100, 2026-11-24, BENCHMARKS.md "9-1-5's fold chain on
+    # wgmma"). Elsewhere: 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails):
+    # 0.576 ms, 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24). config_for's default is the first
+    # tile that is not wg.
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
+                       dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=0),
