@@ -29,7 +29,10 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # at 16 warps mb1 = 1 (the edge blocks' mma.sync chain) keeps the 128-register cap without spills (NVRTC 12.9
     # spills 16 bytes at mb1 = 2), and two jobs at once need more than 128 registers
     # (the first of them, th=66 r24 nt512 mb1/1, is offered: tiles.CANDIDATES)
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
+    # spart 2: the fold blocks' Z rows split by column phase (conflict-free Z stores), 3: that and the pipeline
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, spart=2, wg=1),
+                       dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=3, wg=1),
+                       dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=8, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1, spart=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),
