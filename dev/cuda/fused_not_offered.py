@@ -29,7 +29,10 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # at 16 warps mb1 = 1 (the edge blocks' mma.sync chain) keeps the 128-register cap without spills (NVRTC 12.9
     # spills 16 bytes at mb1 = 2), and two jobs at once need more than 128 registers
     # (the first of them, th=66 r24 nt512 mb1/1, is offered: tiles.CANDIDATES)
-    # spart 2: the fold blocks' Z rows split by column phase (conflict-free Z stores), 3: that and the pipeline
+    # spart 2: the fold blocks' Z rows split by column phase (conflict-free Z stores), 3: that and the pipeline.
+    # H100 sweeps (BENCHMARKS.md "9-1-5's fold chain on wgmma"), against 0.545-0.552 ms for the offered wg tile:
+    # zsplit 0.539 / 0.549 (same sweeps: 0.548 / 0.552), pipe 0.543-0.552, pipe zsplit 0.552 / 0.558, r8 pipe
+    # 0.546-0.555, 8 or 12 warps with two jobs per warpgroup 0.56-0.65, two blocks per SM 0.558-0.570
     ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, spart=2, wg=1),
                        dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=3, wg=1),
                        dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),

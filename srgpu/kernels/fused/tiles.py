@@ -185,8 +185,8 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                   dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=1),
                   dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
     # First, on compute capability 9.0 only (sm_90a): the fold blocks' three GEMMs on the warpgroup MMA with A
-    # from registers (wg; mb1 1 keeps the edge blocks' chain within 128 registers): 0.545 / 0.552 ms against
-    # 0.566 / 0.565 for the mma.sync tile in two sweeps (H100, 2026-11-24, BENCHMARKS.md "9-1-5's fold chain on
+    # from registers (wg; mb1 1 keeps the edge blocks' chain within 128 registers): 0.545-0.552 ms against
+    # 0.565-0.571 for the mma.sync tile in five sweeps (H100, 2026-11-24, BENCHMARKS.md "9-1-5's fold chain on
     # wgmma"). Elsewhere: 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails):
     # 0.576 ms, 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24). config_for's default is the first
     # tile that is not wg.
