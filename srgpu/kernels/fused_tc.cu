@@ -12,7 +12,9 @@
 //   conv3: Z[p][d] = sum_c A2[p][c] W3[c][d], K = 32, N = 25 taps (padded to 32), again straight
 //          from the conv2 accumulators; then the shifted sum of fused_common.cu in fp32.
 // WG (F2 == 5, fp16-fast, sm_90a only): conv2 on Hopper's warpgroup MMA instead, A1 and conv2's weights
-//   read by the tensor cores from shared memory by descriptor (the WG section below).
+//   read by the tensor cores from shared memory by descriptor (the WG section below). WG with FOLD (F2 == 1):
+//   the fold blocks' conv1, conv2 and Z GEMM on the warpgroup MMA with A from registers, B by descriptor
+//   (tc_wg_fold_z); the edge blocks keep mma.sync.
 // FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
 //   the bicubic: conv1 reads the LR samples themselves through the four phase filters of
 //   srgpu/kernels/fold.py (8 x 8 LR taps = K 64, no padding). Samples of up to 11 bits are exact
