@@ -94,3 +94,59 @@ def test_wg_tiles_build_for_sm90a(nvrtc) -> None:
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
     assert "serialized" not in log, log[:3000]
+
+
+# --- 9-1-5: the fold blocks' three GEMMs on wgmma with A from registers (fused_tc.cu tc_wg_fold_z); GPU test:
+# tests/test_gpu_fused.py::test_wgmma_fold_tiles
+
+def test_wg_fold_tiles_are_offered_on_hopper_only() -> None:
+    model = random_model("9-1-5", seed=3)
+    first = fused.candidate_configs("fp16-fast", 1)[0]
+    assert first.wg and first.fold and first.arch == "sm_90a" and not first.runs_on("8.9")
+    assert not fused.config_for("fp16-fast", 1).wg  # the portable default
+    assert fused_candidates(model, H100_LIMITS, ["fp16-fast"])[0] == first
+    for cc in ("8.0", "8.9", "10.0", "12.0"):
+        limits = dataclasses.replace(H100_LIMITS, name=f"a GPU of compute capability {cc}", compute_capability=cc)
+        offered = fused_candidates(model, limits, ["fp16-fast"])
+        assert offered and not any(c.wg for c in offered)
+    assert fused.config_for("fp16-fast", 1, **dict(first.params)) == first  # a cached plan's params
+    assert first.kernel_name(1).endswith(", 1, 0, 0, true>") and "wgmma" in first.label
+
+
+def test_wg_fold_parameters_are_checked() -> None:
+    ok = dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1)
+    assert fused.config_for("fp16-fast", 1, **ok).wg
+    assert fused.config_for("fp16-fast", 1, **dict(ok, r=12, spart=1)).spart == 1  # the pipelined chunks
+    assert fused.config_for("fp16-fast", 1, **dict(ok, spart=3)).kernel_name(1).endswith(", 1, 3, 0, true>")
+    for bad in (dict(ok, fold=0), dict(ok, rw=32), dict(ok, r=6), dict(ok, nt=448), dict(ok, mb2=3), dict(ok, spart=4),
+                dict(ok, th=65)):
+        with pytest.raises(ValueError):
+            fused.config_for("fp16-fast", 1, **bad)
+    with pytest.raises(ValueError):
+        fused.config_for("fp16", 1, **ok)  # the split arithmetic
+    with pytest.raises(ValueError):
+        fused.config_for("fp16-fast", 1, **dict(ok, wg=0, spart=1))  # spart without wg: streamed conv2 only
+
+
+def test_wg_fold_weight_layout() -> None:
+    """The phase matrices as [K / 8][N][8] fp16 in place of their fragments, then conv2's and the Z GEMM's weights
+    once more in that layout; everything before them as the mma.sync fold tile's array."""
+    from srgpu.kernels.fused.pack import fold_matrices, wg_b_words
+
+    rng = np.random.default_rng(6)
+    b = rng.standard_normal((64, 32)).astype(np.float32)
+    halves = wg_b_words(b).view(np.float16).reshape(8, 32, 8)
+    assert halves[5, 17, 3] == np.float16(b[8 * 5 + 3, 17])
+    model = random_model("9-1-5", seed=4)
+    packed, e = fused.pack_tc(model, False, True, wg=True)
+    plain, e0 = fused.pack_tc(model, False, True)
+    assert e == e0
+    n_phases = 4 * 64 * 64 // 2
+    head = plain.size - n_phases  # conv2, conv3, biases, conv1 fragments: shared with the edge blocks
+    np.testing.assert_array_equal(packed[:head], plain[:head])
+    mats, _ = fold_matrices(model)
+    np.testing.assert_array_equal(packed[head:head + n_phases], np.concatenate([wg_b_words(m) for m in mats]))
+    a = model.arrays(np.float32)
+    np.testing.assert_array_equal(packed[head + n_phases:head + n_phases + 1024], wg_b_words(a["conv2_weight"][:, :, 0, 0].T))
+    w3 = np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))
+    np.testing.assert_array_equal(packed[head + n_phases + 1024:], wg_b_words(w3))

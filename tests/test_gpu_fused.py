@@ -253,6 +253,51 @@ def test_wgmma_conv2_tiles(cp) -> None:
             assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
 
 
+def test_wgmma_fold_tiles(cp) -> None:
+    """The 9-1-5 fold tiles whose fold blocks run conv1, conv2 and the Z GEMM on the warpgroup MMA with A from
+    registers (fused_tc.cu tc_wg_fold_z, sm_90a; compute capability 9.0 only): raw output against the CPU
+    reference on exact x2 frames with fold tiles (a short last chunk whose last row pair is half outside,
+    8- and 10-bit), and on sizes that take the edge path only, output poisoned with NaN; 8-bit output with two
+    poisons equal, within one level of the reference and of the same tile on mma.sync."""
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = MODELS["9-1-5"]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 1) + not_offered_configs("fp16-fast", 1) if c.wg]
+    assert configs
+    rng = np.random.default_rng(67)
+    cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
+    for dtype, lr_shape, out_shape in ((np.uint8, (135, 240), (270, 480)), (np.uint16, (135, 240), (270, 480)),
+                                       (np.uint8, (77, 101), (154, 202)), (np.uint8, (37, 53), (111, 159))):
+        plane = random_plane(lr_shape, dtype, rng)
+        cases.append((dtype, lr_shape, out_shape, plane,
+                      fused.reference(plane, out_shape, max_value(dtype), model, raw=True),
+                      fused.reference(plane, out_shape, max_value(dtype), model)))
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(  # spart 1: the pipeline, wg only
+            "fp16-fast", 1, **{k: v for k, v in cfg.params if k not in ("wg", "spart")}))
+        folded = 0
+        for dtype, lr_shape, out_shape, plane, ref_raw, ref8 in cases:
+            folded += net.fold_tiles(lr_shape, out_shape)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - ref_raw)))
+            top = np.iinfo(dtype).max
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in (0, top)]
+            mine = base.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 0, dtype)).get()
+            frac, worst = fused.agreement(outs[0], ref8)
+            worst_base = fused.agreement(mine, ref8)[1]
+            same = float(np.mean(outs[0] == mine))
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: {net.fold_tiles(lr_shape, out_shape)} "
+                  f"fold tiles, raw err {err:.3g}, {frac:.4%} equal to the reference (max {worst} levels; mma.sync "
+                  f"tile {worst_base}), {same:.4%} equal to it")
+            assert not np.isnan(raw).any() and err <= 1e-2, (cfg.label, lr_shape, err)
+            assert np.array_equal(outs[0], outs[1]), (cfg.label, lr_shape)
+            assert worst <= max(1 if dtype == np.uint8 else worst_base, worst_base), (cfg.label, lr_shape, worst)
+            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
+        assert folded > 0, cfg.label
+
+
 def test_fp16_fast_runs_9_5_5(cp) -> None:
     rng = np.random.default_rng(23)
     model = MODELS["9-5-5"]
@@ -293,7 +338,8 @@ def test_fold_path_matches_reference(cp, precision: str) -> None:
     rng = np.random.default_rng(53)
     model = MODELS["9-1-5"]
     tol = {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
-    configs = [c for c in fused.candidate_configs(precision, 1) + not_offered_configs(precision, 1) if c.fold]
+    configs = [c for c in fused.candidate_configs(precision, 1) + not_offered_configs(precision, 1)
+               if c.fold and c.runs_on(_compute_capability(cp))]
     assert configs
     for cfg in configs:
         net = fused.FusedSRCNN(model, precision, config=cfg)

@@ -12,7 +12,9 @@
 //   conv3: Z[p][d] = sum_c A2[p][c] W3[c][d], K = 32, N = 25 taps (padded to 32), again straight
 //          from the conv2 accumulators; then the shifted sum of fused_common.cu in fp32.
 // WG (F2 == 5, fp16-fast, sm_90a only): conv2 on Hopper's warpgroup MMA instead, A1 and conv2's weights
-//   read by the tensor cores from shared memory by descriptor (the WG section below).
+//   read by the tensor cores from shared memory by descriptor (the WG section below). WG with FOLD (F2 == 1):
+//   the fold blocks' conv1, conv2 and Z GEMM on the warpgroup MMA with A from registers, B by descriptor
+//   (tc_wg_fold_z); the edge blocks keep mma.sync.
 // FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
 //   the bicubic: conv1 reads the LR samples themselves through the four phase filters of
 //   srgpu/kernels/fold.py (8 x 8 LR taps = K 64, no padding). Samples of up to 11 bits are exact
@@ -128,7 +130,12 @@ struct TcCfg {
     static constexpr int PY0 = Y0ROWS * Y0WW;
     static constexpr int PY = PY0 + (48 - PY0 % 32) % 32;  // plane stride = 16 (mod 32) words
     static constexpr int NSPL = SPLIT ? 2 : 1;
-    static constexpr int CZ = R + 4;
+    // WG, F2 == 1: SPART is two switches. Bit 0 (tc_wg_fold_pipe): a Z ring of two chunks and the four rows before
+    // them. Bit 1 (tc_fold_zcol): fold blocks keep their Z rows split by column phase, so the chain's stores (every
+    // other column) meet no bank conflict
+    static constexpr bool WGF_PIPE = WG && F2 == 1 && (SPART & 1);
+    static constexpr bool WGF_ZSPLIT = WG && F2 == 1 && (SPART & 2);
+    static constexpr int CZ = WGF_PIPE ? 2 * R + 4 : R + 4;
     static constexpr int PZ = (CZ * RW + 31) / 32 * 32 + 4;
     static constexpr int C1 = R + 2 * H2;
     static constexpr int A1W = C1 * RW1 * 32;  // words per copy (hi / lo) of the A1 ring
@@ -151,7 +158,12 @@ struct TcCfg {
     static constexpr int G_W3F = NSPL * W2F;
     static constexpr int G_W1F = G_W3F + NSPL * W3F + 100;
     static constexpr int G_W1P = G_W1F + NSPL * W1F;
-    static constexpr int PACKED = G_W1P + (FOLD ? 4 * NSPL * W1P : 0);
+    // WG with FOLD (tc_wg_fold_z): the phase matrices in wgmma's layout instead of fragments, then conv2's and the
+    // Z GEMM's weights once more in wgmma's layout (the edge blocks keep the fragments above)
+    static constexpr bool WGF = WG && FOLD;
+    static constexpr int G_W2G = G_W1P + 4 * NSPL * W1P;
+    static constexpr int G_W3G = G_W2G + W2F;
+    static constexpr int PACKED = FOLD ? (WGF ? G_W3G + W3F : G_W2G) : G_W1P;
     // shared memory, 32-bit words: conv2's fragments (all, or with STREAM the tap row being used),
     // the W3F..b3 part of the global array, then the bicubic path's conv1 fragments and Y planes, or
     // the fold path's phase fragments and LR planes
@@ -165,7 +177,9 @@ struct TcCfg {
     static constexpr int O_A1 = O_Y + 2 * NSPL * PY;
     static constexpr int END_BIC = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
     static constexpr int O_W1P = O_W1F;
-    static constexpr int O_LR = O_W1P + 4 * NSPL * W1P;  // planes: E, O (samples are exact: no lo)
+    static constexpr int O_W2G = O_W1P + 4 * NSPL * W1P;  // WGF: as the global array from G_W1P on
+    static constexpr int O_W3G = O_W2G + W2F;
+    static constexpr int O_LR = WGF ? O_W3G + W3F : O_W2G;  // planes: E, O (samples are exact: no lo)
     static constexpr int END_FOLD = FOLD ? O_LR + 2 * PLR : 0;
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
@@ -173,11 +187,11 @@ struct TcCfg {
     static constexpr int G_ZERO = G_W1F - 3, O_ZERO = O_B3 + 1;
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4");
-    static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0, "16-byte alignment");
+    static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0 && O_W2G % 4 == 0, "16-byte alignment");
     static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
                   "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
     static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
-    static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
+    static_assert(SPART == 0 || (WG && F2 == 1 && SPART <= 3) || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
                   "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
     static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
     // WG (fused_wg.cuh): conv2 on the warpgroup MMA; the A1 ring and conv2's streamed fragments keep their
@@ -185,9 +199,15 @@ struct TcCfg {
     static constexpr int A1P = C1 * RW1 * 16;
     static constexpr int WG_PC = RW / 8, WG_NWG = NT / 128;   // 8 x 8 patches per row of patches, warpgroups
     static constexpr int WG_MT = R / 8 * WG_PC / WG_NWG;      // patches per warpgroup in a full chunk
-    static_assert(!WG || (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && !FOLD && ABLATE == 0 && R % 8 == 0 &&
-                          NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
+    static_assert(!WG || F2 == 1 ||
+                      (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && !FOLD && ABLATE == 0 && R % 8 == 0 &&
+                       NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
+    // WG, F2 == 1 (tc_wg_fold_z): a warpgroup job is 2 rows of one parity x 2 blocks of one column phase; MB2
+    // (unused by f2 = 1 otherwise) is the number of jobs a warpgroup keeps in flight together
+    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 128 == 0 &&
+                                    (MB2 == 1 || MB2 == 2)),
+                  "WG for f2 = 1: fp16-fast fold tiles, RW 64, R a multiple of 4, whole warpgroups, MB2 1 or 2");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
 };
 
@@ -1047,6 +1067,250 @@ __device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u3
     return u0 + NP;
 }
 
+// ---------------------------------------------------------------- WG, F2 == 1: the fold chain on the warpgroup MMA
+//
+// tc_chain_z_fold's three GEMMs on wgmma with A from registers and B from shared memory by descriptor, so no
+// B fragment passes through the register file (448 shared bytes per position through it on mma.sync; here the
+// tensor cores read B once per warpgroup MMA: 224 bytes per position). Per warp, wgmma's register A of
+// m64nNk16 is mma.sync's m16k16 A fragment and its f32 accumulators are mma.sync's m16n8 C layout, so the
+// chaining is tc_chain_z_fold's: conv1's accumulators become conv2's A, conv2's the Z GEMM's A.
+// A job (warpgroup-uniform): 64 positions of one fold phase (py, px), because B (the phase's filter) is
+// shared by the warpgroup: rows z0 + 4q + py and that + 2, two 16-position blocks each (warp w: row w / 2,
+// block w % 2), columns px + 2 i. B layouts (no swizzle, core matrices of 8 n x 16 bytes): [K / 8][N][8] fp16,
+// LBO (K direction) = N * 16 bytes, SBO (N direction) = 128; K-step s at 2 N * 16 s bytes.
+//   conv1: m64n64k16 x 4 (K = 64 LR taps a * 8 + b, the phase matrix scaled by 2^e as on mma.sync)
+//   conv2: m64n32k16 x 4 (K = 64 channels), the Z GEMM: m64n32k16 x 2 (K = 32, N = 25 taps padded to 32).
+// JB (TcCfg's MB2) jobs of a warpgroup go through each GEMM together (one fence / commit / wait for all).
+
+// d = A (registers) x B (descriptor) + (acc ? d : 0)
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const u32 (&a)[4], u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+__device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const u32 (&a)[4], u64 db, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "{%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+// ReLU(acc * scale + bias) of n-tiles 2k, 2k + 1 (accumulators in m16n8 C layout, 4 per n-tile) -> the m16k16 A
+// fragment of K-step k; bias: this lane's channel pairs (8 j + 2 cq)
+template <int NV>
+__device__ __forceinline__ void tc_wg_to_a(const float (&acc)[NV], const float* bias, int cq, int k, float scale,
+                                           u32 (&a)[4]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int j = 2 * k + h;
+        const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);
+        a[2 * h] = pack_h2_relu(fmaf(acc[4 * j], scale, b.x), fmaf(acc[4 * j + 1], scale, b.y));
+        a[2 * h + 1] = pack_h2_relu(fmaf(acc[4 * j + 2], scale, b.x), fmaf(acc[4 * j + 3], scale, b.y));
+    }
+}
+
+// The word of Z-region column c (< 64) in a Z row of a fold block. WGF_ZSPLIT: even columns at c / 2, odd ones at
+// 32 + (c / 2 ^ 16). The chain stores every other column (one phase): 16 B apart in the plain layout, so 32 lanes
+// (8 columns x 4 planes 2 PZ = 8 (mod 32) words apart) meet 16 banks; split, the 8 columns are adjacent words and
+// the 32 lanes meet 32 banks. The shifted sum reads 32 consecutive columns: 16 of each parity, on 16 consecutive
+// banks and (the XOR) the other 16.
+template <class C>
+__device__ __forceinline__ int tc_fold_zcol(int c) {
+    if constexpr (C::WGF_ZSPLIT) return (c & 1) ? 32 + ((c >> 1) ^ 16) : (c >> 1);
+    else return c;
+}
+
+// conv3's shifted sum of a fold block (fused_conv3_rows, the columns through tc_fold_zcol).
+template <class C>
+__device__ void tc_fold_conv3_rows(const FusedArgs& a, const float* Z, float b3, int i0, int i1, int ncols, int oy0,
+                                   int ox0) {
+    if constexpr (!C::WGF_ZSPLIT) {
+        fused_conv3_rows<C::CZ, C::RW_>(a, Z, C::PZ, b3, i0, i1, ncols, oy0, ox0);
+    } else {
+        constexpr int TW = C::TW;
+        const int n = (i1 - i0) * TW;
+        for (int e = threadIdx.x; e < n; e += blockDim.x) {
+            const int i = i0 + e / TW, j = e % TW;
+            if (j >= ncols) continue;
+            int w[5];
+#pragma unroll
+            for (int dx = 0; dx < 5; ++dx) w[dx] = tc_fold_zcol<C>(j + dx);
+            float part[5];
+#pragma unroll
+            for (int dy = 0; dy < 5; ++dy) {
+                const float* zr = Z + ((i + dy) % C::CZ) * C::RW_ + dy * 5 * C::PZ;
+                part[dy] = zr[w[0]];
+#pragma unroll
+                for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * C::PZ + w[dx]];
+            }
+            fused_store(a, oy0 + i, ox0 + j, b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]));
+        }
+    }
+}
+
+// The end of a fold block's chunk (fused_z_tail without the border fix-up: its Z region lies inside the frame).
+template <class C>
+__device__ __forceinline__ int tc_fold_z_tail(const FusedArgs& a, const float* Z, float b3, int z1, int out_done,
+                                              int nout, int ncol, int oy0, int ox0) {
+    __syncthreads();
+    const int o_t = min(z1 - 4, nout);
+    if (o_t > out_done) {
+        tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
+        out_done = o_t;
+    }
+    __syncthreads();
+    return out_done;
+}
+
+// conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block (tc_chain_z_fold's contract). Every thread
+// must call it.
+template <class C>
+__device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, int d1, float fscale) {
+    constexpr int JB = C::MB2_;
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* L = smw + C::O_LR;
+    const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
+    // jobs 4 q + 2 py + px; chunks start on even rows (R % 4 == 0) and hold an even number of rows (fold blocks:
+    // TH and the frame even), so a job's first row is always inside; its second may not be (recomputed, not stored)
+    const int nj = (z1 - z0 + 3) / 4 * 4;
+#pragma unroll 1
+    for (int job0 = wg * JB; job0 < nj; job0 += C::WG_NWG * JB) {
+        int row[JB], b0[JB], ph[JB], col[JB];
+        bool ok[JB];
+#pragma unroll
+        for (int i = 0; i < JB; ++i) {
+            const int job = min(job0 + i, nj - 1), q = job >> 2, py = (job >> 1) & 1, px = job & 1;
+            const int first = z0 + 4 * q + py, r = first + 2 * (warp >> 1);
+            ok[i] = job0 + i < nj && r < z1;
+            row[i] = r < z1 ? r : first;
+            ph[i] = py * 2 + px;
+            const int lrow = (row[i] >> 1) + (py ? d1 : d0);
+            const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
+            b0[i] = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
+            col[i] = tc_fold_zcol<C>(px + 32 * (warp & 1) + 2 * r0);
+        }
+        // conv1: A = the LR samples (exact in fp16), as tc_fold_load
+        u32 a1[JB][4][4];
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const int w = b0[i] + 2 * s * C::LRWW;
+                a1[i][s][0] = L[w];
+                a1[i][s][1] = L[w + 4];  // position r0 + 8: eight LR columns on
+                a1[i][s][2] = L[w + C::LRWW];
+                a1[i][s][3] = L[w + C::LRWW + 4];
+            }
+        float acc1[JB][32];
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int e = 0; e < 32; ++e) acc1[i][e] = 0.f;
+        wg_fence();
+#pragma unroll
+        for (int i = 0; i < JB; ++i) {
+            const u32 wp = w1s + ph[i] * (C::W1P * 4);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) wgmma_m64n64k16_rs(acc1[i], a1[i][s], wg_desc(wp + s * 2048, 1024, 128), s);
+        }
+        wg_commit();
+        wg_wait_all();
+        // conv2: A = ReLU(conv1 * fscale + b1)
+        u32 a2[JB][4][4];
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) tc_wg_to_a<32>(acc1[i], b1, cq, k, fscale, a2[i][k]);
+        float acc2[JB][16];  // (scale-d 0 at the first K-step: the zeros are for the compiler, not read)
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int e = 0; e < 16; ++e) acc2[i][e] = 0.f;
+        wg_fence();
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) wgmma_m64n32k16_rs(acc2[i], a2[i][k], wg_desc(w2s + k * 1024, 512, 128), k);
+        wg_commit();
+        wg_wait_all();
+        // the Z GEMM: A = ReLU(conv2 + b2)
+        u32 a3[JB][2][4];
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int k = 0; k < 2; ++k) tc_wg_to_a<16>(acc2[i], b2, cq, k, 1.f, a3[i][k]);
+        float acc3[JB][16];
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int e = 0; e < 16; ++e) acc3[i][e] = 0.f;
+        wg_fence();
+#pragma unroll
+        for (int i = 0; i < JB; ++i)
+#pragma unroll
+            for (int k = 0; k < 2; ++k) wgmma_m64n32k16_rs(acc3[i], a3[i][k], wg_desc(w3s + k * 1024, 512, 128), k);
+        wg_commit();
+        wg_wait_all();
+        // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16 (split: 8 words on)
+        constexpr int C8 = C::WGF_ZSPLIT ? 8 : 16;
+#pragma unroll
+        for (int i = 0; i < JB; ++i) {
+            if (!ok[i]) continue;
+            float* zrow = Z + (row[i] % C::CZ) * C::RW_ + col[i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int d = 8 * j + 2 * cq;
+                if (d < 25) {
+                    zrow[d * C::PZ] = acc3[i][4 * j];
+                    zrow[d * C::PZ + C8] = acc3[i][4 * j + 2];
+                }
+                if (d + 1 < 25) {
+                    zrow[(d + 1) * C::PZ] = acc3[i][4 * j + 1];
+                    zrow[(d + 1) * C::PZ + C8] = acc3[i][4 * j + 3];
+                }
+            }
+        }
+    }
+}
+
+// WG, F2 == 1, SPART = 1: a fold block's Z chunks in a pipeline. The Z ring holds two chunks and the four rows
+// before them (CZ = 2 R + 4), so chunk k + 1's three GEMMs (the tensor cores) run in the same barrier interval as
+// conv3's shifted sum of the output rows chunk k completed (shared-memory loads, FADDs, global stores): one
+// barrier per chunk instead of two. Odd warpgroups sum first and then take their chain jobs, even ones the
+// reverse, so both kinds of work are under way at once. No border fix-up: a fold block's Z region lies inside
+// the frame (fold_block). Every thread must call it.
+template <class C>
+__device__ void tc_wg_fold_pipe(const FusedArgs& a, u32* smw, float* Z, float b3, int nz, int nout, int ncol, int oy0,
+                                int ox0, int d0, int d1, float fscale) {
+    const bool sum_first = (threadIdx.x >> 7) & 1;
+    int z_done = min(C::R_, nz), out_done = 0;
+    tc_wg_fold_z<C>(smw, Z, 0, z_done, d0, d1, fscale);
+    __syncthreads();
+    while (out_done < nout) {
+        const int z_t = min(z_done + C::R_, nz), o_t = min(z_done - 4, nout);
+        if (sum_first) tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
+        tc_wg_fold_z<C>(smw, Z, z_done, z_t, d0, d1, fscale);  // no job when z_t == z_done
+        if (!sum_first) tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
+        __syncthreads();
+        out_done = o_t;
+        z_done = z_t;
+    }
+}
+
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
@@ -1078,8 +1342,9 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
             for (int i = threadIdx.x; i < C::O_W1F / 4; i += NT) dst[i] = __ldg(src + i);
         }
         if (folding) {
-            for (int i = threadIdx.x; i < 4 * C::NSPL * C::W1P / 4; i += NT)
+            for (int i = threadIdx.x; i < (C::O_LR - C::O_W1P) / 4; i += NT)
                 dst[C::O_W1P / 4 + i] = __ldg(src + C::G_W1P / 4 + i);
+            if constexpr (C::WGF) fence_proxy_async();  // read by wgmma after tc_load_lr's barrier
         } else {
             for (int i = threadIdx.x; i < C::NSPL * C::W1F / 4; i += NT) dst[C::O_W1F / 4 + i] = __ldg(src + C::G_W1F / 4 + i);
         }
@@ -1124,6 +1389,12 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
     int z_done = 0, a1_done = 0, out_done = 0;
     int spart_next = 0;  // SPART: the next streamed part of conv2's fragments (tc_conv2_ring_z_pipe)
+    if constexpr (C::WGF_PIPE) {
+        if (folding) {
+            tc_wg_fold_pipe<C>(a, smw, Z, b3, nz, nout, ncol, oy0, ox0, fb.d0, fb.d1, fscale);
+            return;
+        }
+    }
     while (out_done < nout) {
         const int z_t = min(z_done + R, nz);
         if constexpr (F2 > 1) {
@@ -1151,15 +1422,26 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
                 tc_conv2_ring_z<C, F2>(smw, A1, Z, z_done, z_t);
         } else {
             if constexpr (FOLD) {
-                if (folding)
-                    tc_chain_z_fold<C>(smw, Z, z_done, z_t, fb.d0, fb.d1, fscale);
-                else
+                if (folding) {
+                    if constexpr (WG)
+                        tc_wg_fold_z<C>(smw, Z, z_done, z_t, fb.d0, fb.d1, fscale);
+                    else
+                        tc_chain_z_fold<C>(smw, Z, z_done, z_t, fb.d0, fb.d1, fscale);
+                } else
                     tc_chain_z<C>(smw, Z, z_done, z_t, off);
             } else {
                 tc_chain_z<C>(smw, Z, z_done, z_t, off);
             }
         }
-        out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
+        if constexpr (C::WGF_ZSPLIT) {  // fold blocks: their Z layout (tc_fold_zcol)
+            if (folding)
+                out_done = tc_fold_z_tail<C>(a, Z, b3, z_t, out_done, nout, ncol, oy0, ox0);
+            else
+                out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0,
+                                                                  zvy, zvx);
+        } else {
+            out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
+        }
         z_done = z_t;
     }
 }

@@ -88,12 +88,23 @@ def wg_conv2_words(w2: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 1, 2, 4, 3).astype(np.float16)).view(np.uint32).ravel()
 
 
+def wg_b_words(b: np.ndarray) -> np.ndarray:
+    """(K, N) B matrix -> the warpgroup-MMA layout of fused_tc.cu's tc_wg_fold_z: fp16 [K / 8][N][8] (core
+    matrices of 8 n x 8 k, K-major), as uint32 words (k pairs, low half first)."""
+    k, n = b.shape
+    assert k % 16 == 0 and n % 8 == 0, (k, n)
+    w = np.asarray(b, np.float32).reshape(k // 8, 8, n).transpose(0, 2, 1)  # (g, n, k % 8)
+    return np.ascontiguousarray(w.astype(np.float16)).view(np.uint32).ravel()
+
+
 def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False) -> tuple[np.ndarray, int]:
     """uint32 [W2 fragments hi (lo) | W3 fragments hi (lo) | b1 | b2 | b3 0 0 0 | W1 fragments hi (lo)
     | with ``fold``: the four phase matrices' fragments, hi (lo) each] (fused_tc.cu TcCfg): B
     fragments of conv2 per tap (64 x 32), the Z GEMM (32 channels x 25 taps padded to 32), conv1
     (96 x 64) and the folded conv1 (64 x 64 per phase); and the fold's exponent e (0 without). ``wg``:
-    conv2's part (same size) in the warpgroup-MMA layout instead (:func:`wg_conv2_words`)."""
+    conv2's part (same size) in the warpgroup-MMA layout instead (:func:`wg_conv2_words`); with ``fold`` (f2 = 1,
+    tc_wg_fold_z) the phase matrices in that layout instead of fragments (same size), then conv2's and the Z
+    GEMM's weights once more in it (:func:`wg_b_words`; the edge blocks read the fragments)."""
     a = model.arrays(np.float32)
     f2 = model.f2
 
@@ -102,8 +113,10 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False
         return [np.concatenate([b_fragments(part[t:t + rows]).ravel() for t in range(0, part.shape[0], rows)])
                 for part in ((hi, lo) if split else (hi,))]
 
-    if wg:
-        assert not split, "the warpgroup-MMA kernels are fp16-fast"
+    assert not (wg and split), "the warpgroup-MMA kernels are fp16-fast"
+    wg_fold = wg and f2 == 1
+    assert not wg or f2 > 1 or fold, "the f2 = 1 warpgroup-MMA kernel is a fold tile"
+    if wg and not wg_fold:
         words = [wg_conv2_words(a["conv2_weight"])]
     else:
         words = fragments(np.concatenate([a["conv2_weight"][:, :, dy, dx].T for dy in range(f2) for dx in range(f2)]),
@@ -116,5 +129,8 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False
     if fold:
         mats, e = fold_matrices(model)
         for m in mats:
-            words += fragments(m, 64)
+            words += [wg_b_words(m)] if wg_fold else fragments(m, 64)
+        if wg_fold:
+            words += [wg_b_words(a["conv2_weight"][:, :, 0, 0].T),
+                      wg_b_words(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7))))]
     return np.ascontiguousarray(np.concatenate(words).astype(np.uint32)), e

@@ -12,7 +12,7 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     """Shared memory of an instantiation, mirroring FfmaCfg / TcCfg (checked against the device's
     layout kernel in the GPU tests)."""
     h2 = f2 // 2
-    cz = cfg.r + 4
+    cz = 2 * cfg.r + 4 if cfg.wg and f2 == 1 and cfg.spart & 1 else cfg.r + 4  # TcCfg CZ (tc_wg_fold_pipe)
     pz = cdiv(cz * cfg.rw, 32) * 32 + 4
     if cfg.kernel == "fp32":
         rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4
@@ -38,4 +38,6 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     if cfg.fold:
         plr0 = ((cfg.th + 3) // 2 + 9) * (cfg.rw // 4 + 5)
         fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32)
+        if cfg.wg:  # conv2's and the Z GEMM's weights once more, in wgmma's layout (TcCfg O_W2G, O_W3G)
+            fold_path += 64 * 32 // 2 + 32 * 32 // 2
     return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
