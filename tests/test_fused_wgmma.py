@@ -116,9 +116,8 @@ def test_wg_fold_tiles_are_offered_on_hopper_only() -> None:
 def test_wg_fold_parameters_are_checked() -> None:
     ok = dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1)
     assert fused.config_for("fp16-fast", 1, **ok).wg
-    assert fused.config_for("fp16-fast", 1, **dict(ok, r=12, spart=1)).spart == 1  # the pipelined chunks
-    assert fused.config_for("fp16-fast", 1, **dict(ok, spart=3)).kernel_name(1).endswith(", 1, 3, 0, true>")
-    for bad in (dict(ok, fold=0), dict(ok, rw=32), dict(ok, r=6), dict(ok, nt=448), dict(ok, mb2=3), dict(ok, spart=4),
+    assert fused.config_for("fp16-fast", 1, **ok).kernel_name(1).endswith(", 1, 0, 0, true>")
+    for bad in (dict(ok, fold=0), dict(ok, rw=32), dict(ok, r=6), dict(ok, nt=448), dict(ok, mb2=3), dict(ok, spart=1),
                 dict(ok, th=65)):
         with pytest.raises(ValueError):
             fused.config_for("fp16-fast", 1, **bad)

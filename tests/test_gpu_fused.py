@@ -274,8 +274,8 @@ def test_wgmma_fold_tiles(cp) -> None:
                       fused.reference(plane, out_shape, max_value(dtype), model)))
     for cfg in configs:
         net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
-        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(  # spart 1: the pipeline, wg only
-            "fp16-fast", 1, **{k: v for k, v in cfg.params if k not in ("wg", "spart")}))
+        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
+            "fp16-fast", 1, **{k: v for k, v in cfg.params if k != "wg"}))
         folded = 0
         for dtype, lr_shape, out_shape, plane, ref_raw, ref8 in cases:
             folded += net.fold_tiles(lr_shape, out_shape)

@@ -28,19 +28,14 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # sm_90a, compute capability 9.0 only): mb2 = jobs of 64 positions a warpgroup runs through each GEMM at once;
     # at 16 warps mb1 = 1 (the edge blocks' mma.sync chain) keeps the 128-register cap without spills (NVRTC 12.9
     # spills 16 bytes at mb1 = 2), and two jobs at once need more than 128 registers
-    # (the first of them, th=66 r24 nt512 mb1/1, is offered: tiles.CANDIDATES)
-    # spart 2: the fold blocks' Z rows split by column phase (conflict-free Z stores), 3: that and the pipeline.
+    # (the first of them, th=66 r24 nt512 mb1/1, is offered: tiles.CANDIDATES).
     # H100 sweeps (BENCHMARKS.md "9-1-5's fold chain on wgmma"), against 0.545-0.552 ms for the offered wg tile:
-    # zsplit 0.539 / 0.549 (same sweeps: 0.548 / 0.552), pipe 0.543-0.552, pipe zsplit 0.552 / 0.558, r8 pipe
-    # 0.546-0.555, 8 or 12 warps with two jobs per warpgroup 0.56-0.65, two blocks per SM 0.558-0.570
+    # 8 or 12 warps with two jobs per warpgroup 0.56-0.65, two blocks per SM 0.558-0.570. (Two switches timed
+    # there, a pipelined chunk walk and Z rows split by column phase, gained nothing measurable and were taken
+    # out again: BENCHMARKS.md.)
     # (the mma.sync tiles of two blocks per SM at the end: their 64-row twin of the first, 0.598 ms, left with
     # 872b253; under NVRTC 12.9 it spills 24 bytes at the 128-register cap since the ReLU moved into the conversion)
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, spart=2, wg=1),
-                       dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=3, wg=1),
-                       dict(th=66, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
-                       dict(th=66, rw=64, r=8, nt=512, mb1=1, mb2=1, fold=1, spart=1, wg=1),
-                       dict(th=66, rw=64, r=12, nt=256, mb1=2, mb2=2, fold=1, spart=1, wg=1),
-                       dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=256, mb1=2, mb2=2, fold=1, wg=1),
                        dict(th=66, rw=64, r=4, nt=256, mb1=1, mb2=1, fold=1, minb=2, wg=1),
                        dict(th=66, rw=64, r=4, nt=256, mb1=2, mb2=2, fold=1, minb=2),

@@ -130,12 +130,7 @@ struct TcCfg {
     static constexpr int PY0 = Y0ROWS * Y0WW;
     static constexpr int PY = PY0 + (48 - PY0 % 32) % 32;  // plane stride = 16 (mod 32) words
     static constexpr int NSPL = SPLIT ? 2 : 1;
-    // WG, F2 == 1: SPART is two switches. Bit 0 (tc_wg_fold_pipe): a Z ring of two chunks and the four rows before
-    // them. Bit 1 (tc_fold_zcol): fold blocks keep their Z rows split by column phase, so the chain's stores (every
-    // other column) meet no bank conflict
-    static constexpr bool WGF_PIPE = WG && F2 == 1 && (SPART & 1);
-    static constexpr bool WGF_ZSPLIT = WG && F2 == 1 && (SPART & 2);
-    static constexpr int CZ = WGF_PIPE ? 2 * R + 4 : R + 4;
+    static constexpr int CZ = R + 4;
     static constexpr int PZ = (CZ * RW + 31) / 32 * 32 + 4;
     static constexpr int C1 = R + 2 * H2;
     static constexpr int A1W = C1 * RW1 * 32;  // words per copy (hi / lo) of the A1 ring
@@ -191,7 +186,7 @@ struct TcCfg {
     static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
                   "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
     static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
-    static_assert(SPART == 0 || (WG && F2 == 1 && SPART <= 3) || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
+    static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
                   "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
     static_assert(G_W1F - G_W3F == O_W1F - O_W3F, "the W3F..b3 part is copied as one block");
     // WG (fused_wg.cuh): conv2 on the warpgroup MMA; the A1 ring and conv2's streamed fragments keep their
@@ -1121,59 +1116,6 @@ __device__ __forceinline__ void tc_wg_to_a(const float (&acc)[NV], const float* 
     }
 }
 
-// The word of Z-region column c (< 64) in a Z row of a fold block. WGF_ZSPLIT: even columns at c / 2, odd ones at
-// 32 + (c / 2 ^ 16). The chain stores every other column (one phase): 16 B apart in the plain layout, so 32 lanes
-// (8 columns x 4 planes 2 PZ = 8 (mod 32) words apart) meet 16 banks; split, the 8 columns are adjacent words and
-// the 32 lanes meet 32 banks. The shifted sum reads 32 consecutive columns: 16 of each parity, on 16 consecutive
-// banks and (the XOR) the other 16.
-template <class C>
-__device__ __forceinline__ int tc_fold_zcol(int c) {
-    if constexpr (C::WGF_ZSPLIT) return (c & 1) ? 32 + ((c >> 1) ^ 16) : (c >> 1);
-    else return c;
-}
-
-// conv3's shifted sum of a fold block (fused_conv3_rows, the columns through tc_fold_zcol).
-template <class C>
-__device__ void tc_fold_conv3_rows(const FusedArgs& a, const float* Z, float b3, int i0, int i1, int ncols, int oy0,
-                                   int ox0) {
-    if constexpr (!C::WGF_ZSPLIT) {
-        fused_conv3_rows<C::CZ, C::RW_>(a, Z, C::PZ, b3, i0, i1, ncols, oy0, ox0);
-    } else {
-        constexpr int TW = C::TW;
-        const int n = (i1 - i0) * TW;
-        for (int e = threadIdx.x; e < n; e += blockDim.x) {
-            const int i = i0 + e / TW, j = e % TW;
-            if (j >= ncols) continue;
-            int w[5];
-#pragma unroll
-            for (int dx = 0; dx < 5; ++dx) w[dx] = tc_fold_zcol<C>(j + dx);
-            float part[5];
-#pragma unroll
-            for (int dy = 0; dy < 5; ++dy) {
-                const float* zr = Z + ((i + dy) % C::CZ) * C::RW_ + dy * 5 * C::PZ;
-                part[dy] = zr[w[0]];
-#pragma unroll
-                for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * C::PZ + w[dx]];
-            }
-            fused_store(a, oy0 + i, ox0 + j, b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]));
-        }
-    }
-}
-
-// The end of a fold block's chunk (fused_z_tail without the border fix-up: its Z region lies inside the frame).
-template <class C>
-__device__ __forceinline__ int tc_fold_z_tail(const FusedArgs& a, const float* Z, float b3, int z1, int out_done,
-                                              int nout, int ncol, int oy0, int ox0) {
-    __syncthreads();
-    const int o_t = min(z1 - 4, nout);
-    if (o_t > out_done) {
-        tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
-        out_done = o_t;
-    }
-    __syncthreads();
-    return out_done;
-}
-
 // conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block (tc_chain_z_fold's contract). Every thread
 // must call it.
 template <class C>
@@ -1201,7 +1143,7 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
             const int lrow = (row[i] >> 1) + (py ? d1 : d0);
             const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
             b0[i] = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
-            col[i] = tc_fold_zcol<C>(px + 32 * (warp & 1) + 2 * r0);
+            col[i] = px + 32 * (warp & 1) + 2 * r0;
         }
         // conv1: A = the LR samples (exact in fp16), as tc_fold_load
         u32 a1[JB][4][4];
@@ -1265,8 +1207,7 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
             for (int k = 0; k < 2; ++k) wgmma_m64n32k16_rs(acc3[i], a3[i][k], wg_desc(w3s + k * 1024, 512, 128), k);
         wg_commit();
         wg_wait_all();
-        // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16 (split: 8 words on)
-        constexpr int C8 = C::WGF_ZSPLIT ? 8 : 16;
+        // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16
 #pragma unroll
         for (int i = 0; i < JB; ++i) {
             if (!ok[i]) continue;
@@ -1276,38 +1217,14 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
                 const int d = 8 * j + 2 * cq;
                 if (d < 25) {
                     zrow[d * C::PZ] = acc3[i][4 * j];
-                    zrow[d * C::PZ + C8] = acc3[i][4 * j + 2];
+                    zrow[d * C::PZ + 16] = acc3[i][4 * j + 2];
                 }
                 if (d + 1 < 25) {
                     zrow[(d + 1) * C::PZ] = acc3[i][4 * j + 1];
-                    zrow[(d + 1) * C::PZ + C8] = acc3[i][4 * j + 3];
+                    zrow[(d + 1) * C::PZ + 16] = acc3[i][4 * j + 3];
                 }
             }
         }
-    }
-}
-
-// WG, F2 == 1, SPART = 1: a fold block's Z chunks in a pipeline. The Z ring holds two chunks and the four rows
-// before them (CZ = 2 R + 4), so chunk k + 1's three GEMMs (the tensor cores) run in the same barrier interval as
-// conv3's shifted sum of the output rows chunk k completed (shared-memory loads, FADDs, global stores): one
-// barrier per chunk instead of two. Odd warpgroups sum first and then take their chain jobs, even ones the
-// reverse, so both kinds of work are under way at once. No border fix-up: a fold block's Z region lies inside
-// the frame (fold_block). Every thread must call it.
-template <class C>
-__device__ void tc_wg_fold_pipe(const FusedArgs& a, u32* smw, float* Z, float b3, int nz, int nout, int ncol, int oy0,
-                                int ox0, int d0, int d1, float fscale) {
-    const bool sum_first = (threadIdx.x >> 7) & 1;
-    int z_done = min(C::R_, nz), out_done = 0;
-    tc_wg_fold_z<C>(smw, Z, 0, z_done, d0, d1, fscale);
-    __syncthreads();
-    while (out_done < nout) {
-        const int z_t = min(z_done + C::R_, nz), o_t = min(z_done - 4, nout);
-        if (sum_first) tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
-        tc_wg_fold_z<C>(smw, Z, z_done, z_t, d0, d1, fscale);  // no job when z_t == z_done
-        if (!sum_first) tc_fold_conv3_rows<C>(a, Z, b3, out_done, o_t, ncol, oy0, ox0);
-        __syncthreads();
-        out_done = o_t;
-        z_done = z_t;
     }
 }
 
@@ -1389,12 +1306,6 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
     int z_done = 0, a1_done = 0, out_done = 0;
     int spart_next = 0;  // SPART: the next streamed part of conv2's fragments (tc_conv2_ring_z_pipe)
-    if constexpr (C::WGF_PIPE) {
-        if (folding) {
-            tc_wg_fold_pipe<C>(a, smw, Z, b3, nz, nout, ncol, oy0, ox0, fb.d0, fb.d1, fscale);
-            return;
-        }
-    }
     while (out_done < nout) {
         const int z_t = min(z_done + R, nz);
         if constexpr (F2 > 1) {
@@ -1433,15 +1344,7 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
                 tc_chain_z<C>(smw, Z, z_done, z_t, off);
             }
         }
-        if constexpr (C::WGF_ZSPLIT) {  // fold blocks: their Z layout (tc_fold_zcol)
-            if (folding)
-                out_done = tc_fold_z_tail<C>(a, Z, b3, z_t, out_done, nout, ncol, oy0, ox0);
-            else
-                out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0,
-                                                                  zvy, zvx);
-        } else {
-            out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
-        }
+        out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
         z_done = z_t;
     }
 }

@@ -12,7 +12,7 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     """Shared memory of an instantiation, mirroring FfmaCfg / TcCfg (checked against the device's
     layout kernel in the GPU tests)."""
     h2 = f2 // 2
-    cz = 2 * cfg.r + 4 if cfg.wg and f2 == 1 and cfg.spart & 1 else cfg.r + 4  # TcCfg CZ (tc_wg_fold_pipe)
+    cz = cfg.r + 4
     pz = cdiv(cz * cfg.rw, 32) * 32 + 4
     if cfg.kernel == "fp32":
         rw1p = cdiv(cfg.rw + 2 * h2, 4) * 4

@@ -26,10 +26,7 @@ class FusedConfig:
     params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
     spart 1, or 2 through three buffers; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and
-    the Z GEMM on wgmma with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once;
-    there ``spart`` is two switches: 1 pipelines the fold blocks' chunks (the next chunk's GEMMs
-    while this one's outputs are summed, in a Z ring of 2 ``r`` + 4 rows), 2 keeps the fold blocks'
-    Z rows split by column phase (no bank conflicts in the chain's stores))."""
+    the Z GEMM on wgmma with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
 
     kernel: str
     split: bool
@@ -93,10 +90,7 @@ class FusedConfig:
     def label(self) -> str:
         s = f"{self.th}x{self.rw - 4} r{self.r} nt{self.nt}"
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
-        if self.wg and self.fold:  # spart: two switches (tc_wg_fold_pipe, tc_fold_zcol)
-            part = (" pipe" if self.spart & 1 else "") + (" zsplit" if self.spart & 2 else "")
-        else:
-            part = f"/{self.spart} pipe" if self.spart else ""
+        part = f"/{self.spart} pipe" if self.spart else ""
         return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
                 + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else ""))
 
@@ -125,16 +119,14 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     base["spart"] = int(base.get("spart", 0))
     if base["minb"] != 1 and (kernel != "tc" or base["minb"] < 1 or base["minb"] * base["nt"] > 2048):
         raise ValueError("minb (blocks per SM) is built for the tensor-core kernels, at most 2048 threads per SM")
-    wg_fold_bits = bool(base.get("wg")) and f2 == 1  # spart: tc_wg_fold_pipe (1), tc_fold_zcol (2)
-    if base["spart"] < 0 or (base["spart"] and not wg_fold_bits and (not base["stream"] or (4 * f2) % base["spart"])):
+    if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
     if base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
         if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
-                or base["th"] % 2 or base.get("mb2", 2) not in (1, 2) or base["spart"] not in (0, 1, 2, 3)):
+                or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
             raise ValueError("wg for 9-1-5 (the fold chain on wgmma) is built for fp16-fast fold tiles with rw 64, r a "
-                             "multiple of 4, even th, nt a multiple of 128, mb2 (jobs per warpgroup at once) 1 or 2, "
-                             "spart 0-3 (1: chunks pipelined, 2: Z rows split by column phase)")
+                             "multiple of 4, even th, nt a multiple of 128, mb2 (jobs per warpgroup at once) 1 or 2")
     elif base["wg"]:
         nwg, pc = base["nt"] // 128, base["rw"] // 8
         if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
