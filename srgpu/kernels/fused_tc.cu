@@ -1116,6 +1116,30 @@ __device__ __forceinline__ void tc_wg_to_a(const float (&acc)[NV], const float* 
     }
 }
 
+// acc[i] = A[i] x B_i for JB jobs (warpgroup MMAs, A from registers: KS K-steps of 16; N = 64 for NV 32
+// accumulators, 32 for 16), then waits for them. B_i's K-step k at shared address b[i] + k * bk, core matrices
+// lbo bytes apart along K. The first K-step passes scale-d 0: the zeros are for the compiler, not read.
+template <int NV, int JB, int KS>
+__device__ __forceinline__ void tc_wg_gemm_rs(float (&acc)[JB][NV], const u32 (&a)[JB][KS][4], const u32 (&b)[JB], int bk,
+                                              int lbo) {
+    static_assert(NV == 32 || NV == 16, "m64n64k16 or m64n32k16");
+#pragma unroll
+    for (int i = 0; i < JB; ++i)
+#pragma unroll
+        for (int e = 0; e < NV; ++e) acc[i][e] = 0.f;
+    wg_fence();
+#pragma unroll
+    for (int i = 0; i < JB; ++i)
+#pragma unroll
+        for (int k = 0; k < KS; ++k) {
+            const u64 db = wg_desc(b[i] + k * bk, lbo, 128);
+            if constexpr (NV == 32) wgmma_m64n64k16_rs(acc[i], a[i][k], db, k);
+            else wgmma_m64n32k16_rs(acc[i], a[i][k], db, k);
+        }
+    wg_commit();
+    wg_wait_all();
+}
+
 // conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block (tc_chain_z_fold's contract). Every thread
 // must call it.
 template <class C>
@@ -1157,56 +1181,31 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
                 a1[i][s][2] = L[w + C::LRWW];
                 a1[i][s][3] = L[w + C::LRWW + 4];
             }
+        u32 bw[JB];  // each job's phase matrix
+#pragma unroll
+        for (int i = 0; i < JB; ++i) bw[i] = w1s + ph[i] * (C::W1P * 4);
         float acc1[JB][32];
-#pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int e = 0; e < 32; ++e) acc1[i][e] = 0.f;
-        wg_fence();
-#pragma unroll
-        for (int i = 0; i < JB; ++i) {
-            const u32 wp = w1s + ph[i] * (C::W1P * 4);
-#pragma unroll
-            for (int s = 0; s < 4; ++s) wgmma_m64n64k16_rs(acc1[i], a1[i][s], wg_desc(wp + s * 2048, 1024, 128), s);
-        }
-        wg_commit();
-        wg_wait_all();
+        tc_wg_gemm_rs(acc1, a1, bw, 2048, 1024);
         // conv2: A = ReLU(conv1 * fscale + b1)
         u32 a2[JB][4][4];
 #pragma unroll
         for (int i = 0; i < JB; ++i)
 #pragma unroll
             for (int k = 0; k < 4; ++k) tc_wg_to_a<32>(acc1[i], b1, cq, k, fscale, a2[i][k]);
-        float acc2[JB][16];  // (scale-d 0 at the first K-step: the zeros are for the compiler, not read)
 #pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int e = 0; e < 16; ++e) acc2[i][e] = 0.f;
-        wg_fence();
-#pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) wgmma_m64n32k16_rs(acc2[i], a2[i][k], wg_desc(w2s + k * 1024, 512, 128), k);
-        wg_commit();
-        wg_wait_all();
+        for (int i = 0; i < JB; ++i) bw[i] = w2s;
+        float acc2[JB][16];
+        tc_wg_gemm_rs(acc2, a2, bw, 1024, 512);
         // the Z GEMM: A = ReLU(conv2 + b2)
         u32 a3[JB][2][4];
 #pragma unroll
         for (int i = 0; i < JB; ++i)
 #pragma unroll
             for (int k = 0; k < 2; ++k) tc_wg_to_a<16>(acc2[i], b2, cq, k, 1.f, a3[i][k]);
+#pragma unroll
+        for (int i = 0; i < JB; ++i) bw[i] = w3s;
         float acc3[JB][16];
-#pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int e = 0; e < 16; ++e) acc3[i][e] = 0.f;
-        wg_fence();
-#pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int k = 0; k < 2; ++k) wgmma_m64n32k16_rs(acc3[i], a3[i][k], wg_desc(w3s + k * 1024, 512, 128), k);
-        wg_commit();
-        wg_wait_all();
+        tc_wg_gemm_rs(acc3, a3, bw, 1024, 512);
         // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16
 #pragma unroll
         for (int i = 0; i < JB; ++i) {
