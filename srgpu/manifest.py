@@ -236,17 +236,8 @@ def write_json(path: Path, data: Any, durable: bool = False) -> None:
     """Write ``data`` as JSON to ``path`` atomically: a temporary name beside it (srgpu.outputs),
     then a rename over whatever is there, so a reader sees the old file or the new one, whole.
     ``durable``: flushed to disk before the rename (a record that must survive a power cut)."""
-    tmp, fd = outputs.create_temp(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    outputs.publish(tmp, path, replace=True)
+    text = json.dumps(data, separators=(",", ":")).encode()
+    outputs.replace_atomically(path, lambda f: f.write(text), durable=durable)
 
 
 def read_json(path: Path, fmt: str, version: int) -> dict[str, Any] | None:

@@ -11,6 +11,9 @@ mean to replace.
   exclusive create of the final name reserves it and a rename fills it.
 - ``remove_stale_temps(final)``: what a killed srgpu (SIGKILL, power loss) left for ``final``,
   only files of srgpu's own pattern whose process on this host is gone.
+- ``replace_atomically(final, write)``: srgpu's own files that are replaced whole (plan and kernel
+  caches, the manifest, reference outputs): a fresh temporary per call, so two threads or two
+  processes writing the same cache file never share one, then the atomic rename.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import secrets
 import socket
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 _MARK = ".srgpu-"
 _HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:16] or "host"
@@ -67,6 +71,23 @@ def publish(tmp: str | os.PathLike, final: str | os.PathLike, replace: bool) -> 
             _publish_without_links(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_atomically(final: str | os.PathLike, write: Callable[[BinaryIO], object], durable: bool = False) -> None:
+    """``write(file)`` fills a fresh temporary beside ``final``, which then replaces ``final`` whole:
+    a reader sees the old file or the new one, never a mix, whoever else writes it at the same time.
+    ``durable``: flushed to disk before the rename. The temporary is gone however this ends."""
+    tmp, fd = create_temp(final)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    publish(tmp, final, replace=True)
 
 
 def _publish_without_links(tmp: Path, final: Path) -> None:

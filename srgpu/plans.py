@@ -31,6 +31,7 @@ from .kernels.build import sources_digest
 from .kernels.conv import ConvConfig, ConvLayer, default_config, srcnn_layers
 from .kernels.fused.tiles import ARITHMETICS, Arithmetic
 from .model import SRCNNModel
+from .outputs import replace_atomically
 
 CACHE_FORMAT = "srgpu-plan"
 CACHE_VERSION = 2  # 2: keyed by output bit depth
@@ -313,9 +314,8 @@ def save_cached(key: PlanKey, plan: Plan, timings: Sequence[Timing] = (), direct
             "timings": [t.to_dict() for t in timings]}
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(path)
+        text = json.dumps(data, indent=1).encode()
+        replace_atomically(path, lambda f: f.write(text))  # engines on several threads may write one key
         return path
     except OSError as e:
         warnings.warn(f"plan cache not written ({e})", RuntimeWarning, stacklevel=2)
@@ -327,7 +327,7 @@ def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey,
     for ``srgpu info``. Unreadable or stale files are skipped."""
     digest = sources_digest()
     found = []
-    for path in sorted((directory or cache_dir()).glob("*.json")):
+    for path in sorted(p for p in (directory or cache_dir()).glob("*.json") if not p.name.startswith(".")):  # not a temporary
         try:
             data = json.loads(path.read_text())
             key = PlanKey.from_dict(data["key"])

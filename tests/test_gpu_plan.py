@@ -146,6 +146,30 @@ def test_cache_round_trip(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [key.filename]  # no temporary file left
 
 
+@pytest.mark.filterwarnings("error")  # "plan cache not written" would fail the thread that saw it
+def test_cache_written_by_engines_on_many_threads_at_once(tmp_path: Path) -> None:
+    """Engines made on several threads of one process (a Dask worker's threads, srgpu's own prototypes)
+    save the same plan key together: every save lands, the file is one of them whole, no temporary is
+    left (each write had a temporary of its own; one per process collided and lost saves)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    key, layers = _key(), conv.srcnn_layers(random_model("9-1-5"))
+    plans = [Plan("layerwise", _tuned_plan().layers, None, 1.0 + i) for i in range(16)]
+    start = threading.Barrier(len(plans))
+
+    def save(plan: Plan) -> Path | None:
+        start.wait()
+        return save_cached(key, plan, (), tmp_path)
+
+    with ThreadPoolExecutor(len(plans)) as pool:
+        saved = list(pool.map(save, plans))
+    assert saved == [tmp_path / key.filename] * len(plans)
+    loaded = load_cached(key, tmp_path, layers)
+    assert loaded is not None and loaded.ms in {p.ms for p in plans}
+    assert [p.name for p in tmp_path.iterdir()] == [key.filename]
+
+
 def test_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from srgpu.plans import cache_dir
 

@@ -719,7 +719,7 @@ def test_a_killed_run_resumes_redoing_at_most_the_file_it_was_writing(tmp_path, 
         write_image_atomic(src / f"{i}.png", make_image((6, 7, 3), seed=i))
     out = tmp_path / "out"
     script = f"""
-import os, signal
+import os, signal, time
 from pathlib import Path
 from srgpu.engine.cpu import CPUEngine
 from srgpu.images import plan_batch, run_batch
@@ -730,6 +730,13 @@ class Killed(CPUEngine):
     def upscale_frame(self, *args):
         self.calls += 1
         if self.calls == 6:
+            # the writers of the first five are on other threads: on a loaded machine they may lag, so
+            # wait (a few seconds at most) until three are journalled as done, then kill mid-folder
+            journal = Path({str(out)!r}) / {JOURNAL_NAME!r}
+            for _ in range(500):
+                if journal.exists() and journal.read_text().count('"op":"done"') >= 3:
+                    break
+                time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
         return super().upscale_frame(*args)
 

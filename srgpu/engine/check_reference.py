@@ -10,13 +10,12 @@ never fail a good plan or pass a bad one."""
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ..model import ARRAY_NAMES, SRCNNModel
+from ..outputs import replace_atomically
 
 REFERENCE_VERSION = 1  # bump when srgpu.reference's arithmetic changes
 
@@ -52,14 +51,9 @@ def srcnn_reference(model: SRCNNModel, upscaled: np.ndarray, directory: Path | N
         except (OSError, ValueError, EOFError):
             pass
     out = srcnn_forward(upscaled, model, dtype=np.float64)
-    tmp = None
     try:  # a cache: a folder that cannot be written costs the next process the computation, no more
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, out, allow_pickle=False)
-        os.replace(tmp, path)
+        replace_atomically(path, lambda f: np.save(f, out, allow_pickle=False))
     except OSError:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+        pass
     return out

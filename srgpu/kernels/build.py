@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import EngineError
+from ..outputs import replace_atomically
 from .launch import DeviceLimits, Launch, LaunchError, validate_launch
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -202,11 +203,10 @@ def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str,
     finally:
         nvrtc.destroyProgram(prog)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".srgpu_{digest}.{os.getpid()}.tmp"  # written whole, then renamed: no half files for others
-    tmp.write_bytes(cubin)
-    tmp.replace(path)
-    tmp.write_text(json.dumps(lowered))
-    tmp.replace(index)
+    # written whole, then renamed: no half files for other processes (or engines made on other threads)
+    replace_atomically(path, lambda f: f.write(cubin))
+    text = json.dumps(lowered).encode()
+    replace_atomically(index, lambda f: f.write(text))
     return path, lowered
 
 
