@@ -246,6 +246,26 @@ def test_compile_failure_names_the_kernel() -> None:
         compile_kernels("conv.cu", [bad], 0, device_limits(0))
 
 
+def test_kernels_asked_for_on_many_threads_compile_once_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start-up compiles on threads of its own (the engine's bicubic beside its quantizer, the image
+    path's colour kernels beside the plan): a module asked for from several threads at once is
+    compiled once and shared, and different modules compile side by side, each whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from srgpu.kernels import bicubic, build, colour, quantize
+
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))  # compiled here, not found from earlier tests
+    monkeypatch.setattr(build, "_modules", {})
+    limits = build.device_limits(0)
+    sources = [(m.SOURCE, tuple(m.all_kernel_names())) for m in (bicubic, colour, quantize)]
+    with ThreadPoolExecutor(4 * len(sources)) as pool:
+        got = list(pool.map(lambda job: build.compile_kernels(job[0], job[1], 0, limits), sources * 4))
+    assert len(build._modules) == len(sources)
+    for i, (_, names) in enumerate(sources):
+        assert all(got[i + k * len(sources)] is got[i] for k in range(4))
+        assert sorted(got[i]) == sorted(names) and all(k.function.num_regs > 0 for k in got[i].values())
+
+
 def _bad_plan(model):
     layers = srcnn_layers(model)
     return layerwise_plan(model, [ConvConfig("v1", 64, 32), default_config(layers[1]), default_config(layers[2])])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
@@ -107,8 +108,11 @@ class GPUEngine(Engine):
             a = model.arrays(np.float32)
             self._weights = [(cp.asarray(transpose_weights(a[f"conv{i}_weight"])), cp.asarray(a[f"conv{i}_bias"]))
                              for i in (1, 2, 3)]
-            self.bicubic = Bicubic(device_index, self.limits)
-            self.quantize = Quantize(device_index, self.limits)
+            # compiled side by side (NVRTC gives up the GIL): a fresh machine's start-up waits for one
+            with ThreadPoolExecutor(1, thread_name_prefix="srgpu-compile") as pool:
+                quantize = pool.submit(Quantize, device_index, self.limits)
+                self.bicubic = Bicubic(device_index, self.limits)
+                self.quantize = quantize.result()
             self._checked: set[tuple[Any, int]] = set()  # (plan identity, depth) that passed check_plan
             if options.plan is not None:  # a given plan that cannot run fails here, before any work
                 self._ready(options.plan, 8)
@@ -265,8 +269,6 @@ class GPUEngine(Engine):
         condition (1); the reference stands for the fp32 kernel, which is within ~1e-6 of it).
         The reference comes from disk when an earlier process computed it (check_reference.py);
         a plan fails only against one computed now. EngineError if it fails."""
-        from concurrent.futures import ThreadPoolExecutor
-
         frame = _CheckFrame.of(plan, bits, seed, self.scale)
         # a first run computes the reference (NumPy, float64) while the kernel compiles or loads
         with ThreadPoolExecutor(1, thread_name_prefix="srgpu-check-reference") as pool:

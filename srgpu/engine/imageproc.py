@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
@@ -41,6 +42,7 @@ from .overlap import IN_FLIGHT, SlotPipeline, _Slot
 from .pinned import empty_pinned
 
 if TYPE_CHECKING:
+    from ..kernels.colour import Colour
     from .gpu import GPUEngine
 
 GPU_BAND_OUTPUT_PIXELS = 8 * 2**20  # per band: ~0.3 GB of device buffers a slot at 16-bit RGBA
@@ -205,13 +207,24 @@ class OverlappedImages(SlotPipeline):
         self._init_slots(engine, slots, False, lambda _: ([], [], []))
         for slot in self._slots:
             slot.store = _Buffers(slot)
-        with engine.device, engine._guard("compiling the colour kernels"):
-            self.colour = Colour(engine.device_index, engine.limits)
+        # compiled on a thread of its own (a first run on a fresh machine: ~0.5 s) while the first
+        # images are read and the engine compiles its plan; waited for where first needed
+        self._colour_pool = ThreadPoolExecutor(1, thread_name_prefix="srgpu-colour-compile")
+        self._colour_future = self._colour_pool.submit(Colour, engine.device_index, engine.limits)
+        self._colour_pool.shutdown(wait=False)
+        self._colour_ready: Colour | None = None
         self._open: OrderedDict[tuple[Any, ...], _Group] = OrderedDict()  # gathering, oldest first
         self._queued: deque[_Group] = deque()  # on the device, not yet waited for: oldest first
         self._capacity = 1  # the images a group of the last shape opened may take: what ``in_flight`` counts on
         self._starts: OrderedDict[tuple[Any, ...], int] = OrderedDict()  # per shape: its next group's size
         self._closed = False
+
+    @property
+    def colour(self) -> Colour:
+        if self._colour_ready is None:
+            with self.engine.device, self.engine._guard("compiling the colour kernels"):
+                self._colour_ready = self._colour_future.result()
+        return self._colour_ready
 
     @property
     def in_flight(self) -> int:  # type: ignore[override]
@@ -363,12 +376,16 @@ class OverlappedImages(SlotPipeline):
         """The slot's buffers for ``images`` (one shape and type; their samples copied into pinned
         memory) and the compute that turns the device input into the device output: every kernel
         once for the whole batch."""
-        engine, colour = self.engine, self.colour
+        engine = self.engine
         scale, dtype = engine.scale, images[0].dtype
         top = float(np.iinfo(dtype).max)
         n, (h, w) = len(images), images[0].shape[:2]
         H, W = h * scale, w * scale
         channels = images[0].shape[2:]
+        # the luma's plan first (a first run compiles it here), then the colour kernels, which were
+        # compiling meanwhile
+        with engine._on_device():  # where srcnn_device would choose it: checks run on the engine's stream
+            engine.plan_for((h, w), (H, W), output_bits(dtype, top))
         host_in = store.host("in", (n, h, w) + channels, dtype)
         for i, image in enumerate(images):
             np.copyto(host_in[i], image)
@@ -379,7 +396,7 @@ class OverlappedImages(SlotPipeline):
             def compute() -> None:
                 engine.srcnn_device(d_in, d_out, top)
         else:
-            c = channels[0]
+            c, colour = channels[0], self.colour
             f32 = np.dtype(np.float32)
             # Y, Cb, Cr one after another: the two chroma planes are one batch for the bicubic
             planes = store.dev("ycc", (3, n, h, w), f32)

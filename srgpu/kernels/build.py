@@ -112,8 +112,17 @@ class Kernel:
                               f"{_one_line(e)}") from None
 
 
-_compile_lock = threading.Lock()
-_modules: dict[tuple[str, tuple[str, ...], int], dict[str, Kernel]] = {}
+_ModuleKey = tuple[str, tuple[str, ...], int]
+_modules: dict[_ModuleKey, dict[str, Kernel]] = {}
+_locks_guard = threading.Lock()
+_locks: dict[_ModuleKey, threading.Lock] = {}
+
+
+def _lock_for(key: _ModuleKey) -> threading.Lock:
+    """One lock per module: a module compiles once however many threads ask for it, and different
+    modules compile at once (NVRTC gives up the GIL: a first run compiles its kernels side by side)."""
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
 
 
 def compile_kernels(filename: str, names: Sequence[str], device_index: int, limits: DeviceLimits,
@@ -125,7 +134,7 @@ def compile_kernels(filename: str, names: Sequence[str], device_index: int, limi
 
     names = tuple(sorted(set(names)))
     key = (filename + extra_source + (f"@{arch}" if arch else ""), names, device_index)
-    with _compile_lock:
+    with _lock_for(key):
         if key in _modules:
             return _modules[key]
         code = load_source(filename) + extra_source
