@@ -114,6 +114,9 @@ class FakeGPU(CPUEngine):
     def _guard(self, what: str):
         yield
 
+    def ready_for(self, in_shape, out_shape, bits) -> None:  # the CPU engine has no plans to choose
+        pass
+
     def plane_device(self, src, out, spec, max_value):  # the video path's entry (not used by images)
         raise AssertionError("images use srcnn_device / bicubic_device")
 

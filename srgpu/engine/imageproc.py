@@ -384,8 +384,7 @@ class OverlappedImages(SlotPipeline):
         channels = images[0].shape[2:]
         # the luma's plan first (a first run compiles it here), then the colour kernels, which were
         # compiling meanwhile
-        with engine._on_device():  # where srcnn_device would choose it: checks run on the engine's stream
-            engine.plan_for((h, w), (H, W), output_bits(dtype, top))
+        engine.ready_for((h, w), (H, W), output_bits(dtype, top))
         host_in = store.host("in", (n, h, w) + channels, dtype)
         for i, image in enumerate(images):
             np.copyto(host_in[i], image)
