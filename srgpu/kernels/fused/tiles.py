@@ -111,8 +111,8 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
-    if base["fold"] and f2 != 1:
-        raise ValueError("the folded conv1 is built for 9-1-5 only")
+    if base["fold"] and f2 != 1 and not base.get("wg"):
+        raise ValueError("the folded conv1 is built for 9-1-5, and for 9-5-5's wgmma tiles (wg)")
     if base["stream"] and (kernel != "tc" or f2 == 1):
         raise ValueError("streaming conv2's weights is built for the tensor-core kernels of 9-3-5 and 9-5-5")
     base["minb"] = int(base.get("minb", 1))
@@ -130,10 +130,11 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     elif base["wg"]:
         nwg, pc = base["nt"] // 128, base["rw"] // 8
         if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
-                or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8):
+                or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8
+                or (base["fold"] and base["th"] % 2)):
             raise ValueError("wg (conv2 on wgmma) is built for fp16-fast 9-5-5 with stream=1, spart 1 or 2, r a multiple "
                              "of 8, nt a multiple of 128 and (r / 8) * (rw / 8) patches split evenly over nt / 128 "
-                             "warpgroups, 1..8 each")
+                             "warpgroups, 1..8 each (with fold: even th)")
     return FusedConfig(kernel, split, **base)
 
 
