@@ -25,8 +25,9 @@ class FusedConfig:
     one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
     params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
-    spart 1, or 2 through three buffers; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and
-    the Z GEMM on wgmma with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
+    spart 1, or 2 through three buffers, with ``fold`` its fold blocks' conv1 reading the LR samples into
+    conv2's A1 window; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and the Z GEMM on wgmma
+    with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
 
     kernel: str
     split: bool
@@ -37,7 +38,7 @@ class FusedConfig:
     mb1: int = 2
     mb2: int = 4
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
-    fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
+    fold: bool = False  # f2 = 1, or f2 = 5 with wg: interior tiles of an exact x2 read the integer LR samples (fold.py)
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
     minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
