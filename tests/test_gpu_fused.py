@@ -231,7 +231,7 @@ def test_wgmma_conv2_tiles(cp) -> None:
     for cfg in configs:
         net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
         base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
-            "fp16-fast", 5, **{k: v for k, v in cfg.params if k != "wg"}))
+            "fp16-fast", 5, **{k: v for k, v in cfg.params if k not in ("wg", "fold")}))
         for dtype, lr_shape, out_shape in cases:
             plane = random_plane(lr_shape, dtype, rng)
             raw = _raw(cp, net, plane, out_shape)
@@ -253,16 +253,21 @@ def test_wgmma_conv2_tiles(cp) -> None:
             assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
 
 
-def test_wgmma_fold_tiles(cp) -> None:
-    """The 9-1-5 fold tiles whose fold blocks run conv1, conv2 and the Z GEMM on the warpgroup MMA with A from
-    registers (fused_tc.cu tc_wg_fold_z, sm_90a; compute capability 9.0 only): raw output against the CPU
-    reference on exact x2 frames with fold tiles (a short last chunk whose last row pair is half outside,
-    8- and 10-bit), and on sizes that take the edge path only, output poisoned with NaN; 8-bit output with two
-    poisons equal, within one level of the reference and of the same tile on mma.sync."""
+@pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
+def test_wgmma_fold_tiles(cp, arch: str) -> None:
+    """The wgmma fold tiles: 9-1-5's, whose fold blocks run conv1, conv2 and the Z GEMM on the warpgroup MMA with A
+    from registers (fused_tc.cu tc_wg_fold_z), and 9-5-5's, whose fold blocks' conv1 reads the LR samples into the
+    A1 window of the wgmma conv2 (tc_conv1_ring_fold) (sm_90a; compute capability 9.0 only): raw output against the
+    CPU reference on exact x2 frames with fold tiles (9-1-5: a short last chunk whose last row pair is half
+    outside), 8- and 10-bit, and on sizes that take the edge path only, output poisoned with NaN; 8-bit output with
+    two poisons equal, within one level of the reference and of the same tile without the fold's wgmma part
+    (9-1-5: on mma.sync; 9-5-5: the wgmma tile without the fold)."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
-    model = MODELS["9-1-5"]
-    configs = [c for c in fused.candidate_configs("fp16-fast", 1) + not_offered_configs("fp16-fast", 1) if c.wg]
+    model = MODELS[arch]
+    f2 = model.f2
+    configs = [c for c in fused.candidate_configs("fp16-fast", f2) + not_offered_configs("fp16-fast", f2)
+               if c.wg and c.fold]
     assert configs
     rng = np.random.default_rng(67)
     cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
@@ -274,8 +279,9 @@ def test_wgmma_fold_tiles(cp) -> None:
                       fused.reference(plane, out_shape, max_value(dtype), model)))
     for cfg in configs:
         net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        drop = "wg" if f2 == 1 else "fold"
         base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
-            "fp16-fast", 1, **{k: v for k, v in cfg.params if k != "wg"}))
+            "fp16-fast", f2, **{k: v for k, v in cfg.params if k != drop}))
         folded = 0
         for dtype, lr_shape, out_shape, plane, ref_raw, ref8 in cases:
             folded += net.fold_tiles(lr_shape, out_shape)
@@ -294,7 +300,10 @@ def test_wgmma_fold_tiles(cp) -> None:
             assert not np.isnan(raw).any() and err <= 1e-2, (cfg.label, lr_shape, err)
             assert np.array_equal(outs[0], outs[1]), (cfg.label, lr_shape)
             assert worst <= max(1 if dtype == np.uint8 else worst_base, worst_base), (cfg.label, lr_shape, worst)
-            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= 1, (cfg.label, lr_shape)
+            # 9-5-5's base reads the bicubic in fp16 where the fold reads exact samples: at 10 bits (levels 4x
+            # finer than 8-bit ones) the two were 2 levels apart on the H100, each within 2 of the reference
+            near = 1 if f2 == 1 or dtype == np.uint8 else 4
+            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= near, (cfg.label, lr_shape)
         assert folded > 0, cfg.label
 
 

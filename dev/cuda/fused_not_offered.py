@@ -19,7 +19,13 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # the first, not pipelined, is the streamed tile timed before; the others (and the offered 16-row
     # tile) free shared memory by streaming (40 or 20 KiB of conv2's weights instead of 100) for
     # 16-row chunks, so that each warp's conv2 job holds 4 blocks (192 shared bytes read per MMA, not 256)
-    ("fp16-fast", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1),
+    # (issue 17) the folded conv1 on the wgmma tile (fused_tc.cu tc_conv1_ring_fold; the 16-row one is offered:
+    # tiles.CANDIDATES): at 8-row chunks (spart 1 fits there), 3.22-3.27 ms against 2.84 for the offered fold tile
+    # (H100, 2026-11-24, BENCHMARKS.md "Issue 17: the folded conv1 on 9-5-5's wgmma tile"); one MMA block per warp
+    # job in conv1 (mb1 1)
+    ("fp16-fast", 5): [dict(th=60, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=1, fold=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=1, mb2=4, stream=1, spart=2, fold=1, wg=1),
+                       dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2)],
     # two blocks of 8 warps per SM (96-108 KiB each, registers capped at 128): one block's bicubic,

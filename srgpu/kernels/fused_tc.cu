@@ -14,7 +14,9 @@
 // WG (F2 == 5, fp16-fast, sm_90a only): conv2 on Hopper's warpgroup MMA instead, A1 and conv2's weights
 //   read by the tensor cores from shared memory by descriptor (the WG section below). WG with FOLD (F2 == 1):
 //   the fold blocks' conv1, conv2 and Z GEMM on the warpgroup MMA with A from registers, B by descriptor
-//   (tc_wg_fold_z); the edge blocks keep mma.sync.
+//   (tc_wg_fold_z); the edge blocks keep mma.sync. WG with FOLD (F2 == 5): the fold blocks' conv1 reads the LR
+//   samples (mma.sync, tc_conv1_ring_fold) and writes the A1 window that conv2's wgmma reads, for each chunk's rows
+//   and conv2's halo; the edge blocks keep the bicubic.
 // FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
 //   the bicubic: conv1 reads the LR samples themselves through the four phase filters of
 //   srgpu/kernels/fold.py (8 x 8 LR taps = K 64, no padding). Samples of up to 11 bits are exact
@@ -144,8 +146,10 @@ struct TcCfg {
     static constexpr int W3F = 2 * 2 * 32 * 4;
     // fold path: per phase (py * 2 + px) and copy, conv1's B fragments for K = 64 LR taps
     static constexpr int W1P = 4 * 4 * 32 * 4;
-    static constexpr int LRR = (TH + 3) / 2 + 9;  // LR rows and 32-bit words per row (pairs) of the tile
-    static constexpr int LRWW = RW / 4 + 5;
+    // LR rows and 32-bit words per row (pairs) of the tile: for conv1's region, the Z region (F2 == 1) or the A1
+    // window's rows and RW1 columns (F2 > 1)
+    static constexpr int LRR = (TH + 3 + 2 * H2) / 2 + 9;
+    static constexpr int LRWW = (RW1 + 3) / 4 + 5;
     static constexpr int PLR0 = LRR * LRWW;
     static constexpr int PLR = PLR0 + (48 - PLR0 % 32) % 32;  // = 16 (mod 32): the two copies on other banks
     // the packed global array: [W2F hi (lo) | W3F hi (lo) | b1 | b2 | b3 0 0 0 | W1F hi (lo) | W1P (FOLD):
@@ -155,7 +159,7 @@ struct TcCfg {
     static constexpr int G_W1P = G_W1F + NSPL * W1F;
     // WG with FOLD (tc_wg_fold_z): the phase matrices in wgmma's layout instead of fragments, then conv2's and the
     // Z GEMM's weights once more in wgmma's layout (the edge blocks keep the fragments above)
-    static constexpr bool WGF = WG && FOLD;
+    static constexpr bool WGF = WG && FOLD && F2 == 1;
     static constexpr int G_W2G = G_W1P + 4 * NSPL * W1P;
     static constexpr int G_W3G = G_W2G + W2F;
     static constexpr int PACKED = FOLD ? (WGF ? G_W3G + W3F : G_W2G) : G_W1P;
@@ -169,13 +173,15 @@ struct TcCfg {
     static constexpr int O_B3 = O_B2 + 32;
     static constexpr int O_W1F = O_B3 + 4;
     static constexpr int O_Y = O_W1F + NSPL * W1F;  // planes: E hi, O hi [, E lo, O lo]
-    static constexpr int O_A1 = O_Y + 2 * NSPL * PY;
-    static constexpr int END_BIC = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
     static constexpr int O_W1P = O_W1F;
     static constexpr int O_W2G = O_W1P + 4 * NSPL * W1P;  // WGF: as the global array from G_W1P on
     static constexpr int O_W3G = O_W2G + W2F;
     static constexpr int O_LR = WGF ? O_W3G + W3F : O_W2G;  // planes: E, O (samples are exact: no lo)
-    static constexpr int END_FOLD = FOLD ? O_LR + 2 * PLR : 0;
+    static constexpr int END_LR = FOLD ? O_LR + 2 * PLR : 0;
+    // the A1 ring (window) after both paths' inputs: FOLD with F2 > 1 (WG) writes it from the LR planes too
+    static constexpr int O_A1 = FOLD && F2 > 1 && END_LR > O_Y + 2 * NSPL * PY ? END_LR : O_Y + 2 * NSPL * PY;
+    static constexpr int END_BIC = O_A1 + (F2 > 1 ? NSPL * A1W : 0);
+    static constexpr int END_FOLD = FOLD && F2 > 1 ? END_BIC : END_LR;
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
     // a word that is always 0 (b3's padding), in the global array and in shared memory: tc_skip's test
@@ -183,8 +189,8 @@ struct TcCfg {
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4");
     static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0 && O_W2G % 4 == 0, "16-byte alignment");
-    static_assert(!FOLD || (F2 == 1 && RW % 32 == 0 && TH % 2 == 0 && (RW / 32) % MB1 == 0),
-                  "FOLD: f2 == 1, RW a multiple of 32 (two MB1-block groups per phase), even TH");
+    static_assert(!FOLD || (TH % 2 == 0 && (F2 == 1 ? RW % 32 == 0 && (RW / 32) % MB1 == 0 : WG && RW1 % 2 == 0)),
+                  "FOLD: even TH; f2 == 1: RW a multiple of 32 (two MB1-block groups per phase); f2 > 1: WG");
     static_assert(!STREAM || F2 > 1, "STREAM: conv2 with taps (f2 > 1)");
     static_assert(SPART == 0 || (STREAM && SPART > 0 && (F2 * 4) % SPART == 0),
                   "SPART: a streamed conv2, each tap row's F2 * 4 K-steps in SPART equal parts");
@@ -195,7 +201,7 @@ struct TcCfg {
     static constexpr int WG_PC = RW / 8, WG_NWG = NT / 128;   // 8 x 8 patches per row of patches, warpgroups
     static constexpr int WG_MT = R / 8 * WG_PC / WG_NWG;      // patches per warpgroup in a full chunk
     static_assert(!WG || F2 == 1 ||
-                      (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && !FOLD && ABLATE == 0 && R % 8 == 0 &&
+                      (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && ABLATE == 0 && R % 8 == 0 &&
                        NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     // WG, F2 == 1 (tc_wg_fold_z): a warpgroup job is 2 rows of one parity x 2 blocks of one column phase; MB2
@@ -633,6 +639,87 @@ __device__ void tc_conv1_ring(const u32* smw, u32* A1, int a0, int a1, const int
                     recb[(j ^ sb) << 2] = h;
                     if (C::SPLIT_) recb[C::A1W + ((j ^ sb) << 2)] = l;
                 }
+            }
+        }
+    }
+}
+
+// FOLD with F2 > 1 (WG): conv1 of A1 rows [a0, a1) of a fold block straight from the LR planes (the phase filters,
+// as tc_chain_z_fold), ReLU'd into the WG window (rows from `base`, planar) as tc_conv1_ring writes it. An MMA block
+// is 16 positions of one phase (py, px): the phase's positions listed row by row (rows of parity py, RW1 / 2 columns
+// px + 2 i each), so a block may span two rows; each lane's two positions (r0, r0 + 8) have their own LR words.
+// The A1 window's origin is an even frame row and column (fold_block on it), d0 / d1 as tc_chain_z_fold's.
+template <class C>
+__device__ void tc_conv1_ring_fold(const u32* smw, u32* A1, int a0, int a1, int base, int d0, int d1, float fscale) {
+    constexpr int MB = C::MB1_, NC = C::RW1 / 2;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const u32* L = smw + C::O_LR;
+    int first[2], npos[2], njp[2];  // per row parity: first row, positions per phase, jobs per phase
+#pragma unroll
+    for (int py = 0; py < 2; ++py) {
+        first[py] = a0 + ((a0 ^ py) & 1);
+        npos[py] = max(a1 - first[py] + 1, 0) / 2 * NC;
+        njp[py] = ((npos[py] + 15) / 16 + MB - 1) / MB;
+    }
+    const int njobs = 2 * (njp[0] + njp[1]);
+    for (int job = warp; job < njobs; job += C::NW) {
+        const bool odd = job >= 2 * njp[0];  // warp-uniform
+        const int py = odd ? 1 : 0, jr = odd ? job - 2 * njp[0] : job, nj = odd ? njp[1] : njp[0];
+        const int px = jr >= nj ? 1 : 0, jb = jr - px * nj, np = odd ? npos[1] : npos[0], f = odd ? first[1] : first[0];
+        const int dr = py ? d1 : d0, dc = px ? d1 : d0;
+        int bw[MB][2], pos[MB][2];
+        bool ok[MB][2];
+#pragma unroll
+        for (int m = 0; m < MB; ++m)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int q = (jb * MB + m) * 16 + r0 + 8 * h;
+                ok[m][h] = q < np;
+                q = min(q, np - 1);
+                const int row = f + 2 * (q / NC), col = px + 2 * (q % NC);
+                const int lrow = (row >> 1) + dr, lcol = (col >> 1) + dc;
+                bw[m][h] = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
+                pos[m][h] = (row - base) * C::RW1 + col;
+            }
+        const uint4* Wp = reinterpret_cast<const uint4*>(smw + C::O_W1P + (py * 2 + px) * C::NSPL * C::W1P) + lane;
+        float acc[MB][8][4];
+        tc_zero<MB, 8>(acc);
+        {
+            u32 a[2][MB][4];
+            uint4 bh[2][4], bl[2][4];
+            auto load = [&](int s, u32 (&am)[MB][4], uint4 (&b_h)[4], uint4 (&b_l)[4]) {
+#pragma unroll
+                for (int m = 0; m < MB; ++m) {
+                    am[m][0] = L[bw[m][0] + 2 * s * C::LRWW];
+                    am[m][1] = L[bw[m][1] + 2 * s * C::LRWW];
+                    am[m][2] = L[bw[m][0] + (2 * s + 1) * C::LRWW];
+                    am[m][3] = L[bw[m][1] + (2 * s + 1) * C::LRWW];
+                }
+#pragma unroll
+                for (int jp = 0; jp < 4; ++jp) {
+                    b_h[jp] = Wp[(s * 4 + jp) * 32];
+                    if (C::SPLIT_) b_l[jp] = Wp[C::W1P / 4 + (s * 4 + jp) * 32];
+                }
+            };
+            load(0, a[0], bh[0], bl[0]);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                if (s + 1 < 4) load(s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
+                tc_mma_passes<C, MB, 4, 8, true>(acc, a[s & 1], a[s & 1], bh[s & 1], bl[s & 1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float2 b = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) {
+                if (ok[m][0])
+                    A1[pos[m][0] * 4 + cq + j * (C::A1P / 4)] =
+                        pack_h2_relu(fmaf(acc[m][j][0], fscale, b.x), fmaf(acc[m][j][1], fscale, b.y));
+                if (ok[m][1])
+                    A1[pos[m][1] * 4 + cq + j * (C::A1P / 4)] =
+                        pack_h2_relu(fmaf(acc[m][j][2], fscale, b.x), fmaf(acc[m][j][3], fscale, b.y));
             }
         }
     }
@@ -1245,7 +1332,8 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     const int nz = nout + 4;
     const int zvy = oy0 - 2, zvx = ox0 - 2;
     FoldBlock fb = {false, 0, 0, 0, 0};
-    if constexpr (FOLD) fb = fold_block(a, fold, zvy, nz, zvx, RW);
+    // the region conv1 computes: the Z region, or with F2 > 1 the A1 window's (an H2 halo more on each side)
+    if constexpr (FOLD) fb = fold_block(a, fold, zvy - C::H2, nz + 2 * C::H2, zvx - C::H2, C::RW1);
     const bool folding = fb.on;
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
@@ -1312,7 +1400,14 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
             const int a_t = z_t + 2 * C::H2;
             if constexpr (WG) {  // the A1 window starts at the chunk's first row (tc_wg_conv2_z)
                 if (z_done > 0) tc_wg_shift_a1<C>(A1);
-                tc_conv1_ring<C>(smw, A1, a1_done, a_t, off, z_done);
+                if constexpr (FOLD) {
+                    if (folding)
+                        tc_conv1_ring_fold<C>(smw, A1, a1_done, a_t, z_done, fb.d0, fb.d1, fscale);
+                    else
+                        tc_conv1_ring<C>(smw, A1, a1_done, a_t, off, z_done);
+                } else {
+                    tc_conv1_ring<C>(smw, A1, a1_done, a_t, off, z_done);
+                }
                 __syncthreads();
                 tc_fixup_a1_wg<C>(A1, a1_done, a_t, z_done, zvy - C::H2, zvx - C::H2, a.H, a.W);
                 a1_done = a_t;

@@ -195,11 +195,12 @@ class FusedSRCNN:
             return 0
         gx, gy, _ = self.grid(out_shape)
         L, H = self.layout, out_shape[0]
-        zy = np.arange(gy) * L.tile_rows - 2
-        nz = np.minimum(L.tile_rows, H - np.arange(gy) * L.tile_rows) + 4
-        zx = np.arange(gx) * L.tile_cols - 2
+        h2 = self.model.f2 // 2  # conv1's region: the Z region, with f2 > 1 and conv2's halo
+        zy = np.arange(gy) * L.tile_rows - 2 - h2
+        nz = np.minimum(L.tile_rows, H - np.arange(gy) * L.tile_rows) + 4 + 2 * h2
+        zx = np.arange(gx) * L.tile_cols - 2 - h2
         rows = (zy >= f[4]) & (zy + nz <= f[5])
-        cols = (zx >= f[6]) & (zx + L.tile_cols + 4 <= f[7])
+        cols = (zx >= f[6]) & (zx + L.tile_cols + 4 + 2 * h2 <= f[7])
         return int(rows.sum() * cols.sum())
 
     # ------------------------------------------------------------ running

@@ -35,9 +35,9 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     a1 = nspl * (cfg.r + 2 * h2) * rw1 * 32 if f2 > 1 else 0
     bicubic_path = nspl * 6 * 4 * 32 * 4 + 2 * nspl * py + a1
     fold_path = 0
-    if cfg.fold:
-        plr0 = ((cfg.th + 3) // 2 + 9) * (cfg.rw // 4 + 5)
-        fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32)
-        if cfg.wg:  # conv2's and the Z GEMM's weights once more, in wgmma's layout (TcCfg O_W2G, O_W3G)
+    if cfg.fold:  # LR planes for conv1's region: the Z region, or (f2 > 1) the A1 window (TcCfg LRR, LRWW)
+        plr0 = ((cfg.th + 3 + 2 * h2) // 2 + 9) * ((rw1 + 3) // 4 + 5)
+        fold_path = 4 * nspl * 4 * 4 * 32 * 4 + 2 * (plr0 + (48 - plr0 % 32) % 32) + a1
+        if cfg.wg and f2 == 1:  # conv2's and the Z GEMM's weights once more, in wgmma's layout (TcCfg O_W2G, O_W3G)
             fold_path += 64 * 32 // 2 + 32 * 32 // 2
     return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)

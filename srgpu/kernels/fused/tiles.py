@@ -25,8 +25,9 @@ class FusedConfig:
     one's MMAs run. Both default to the kernels as they were (minb 1, spart 0): kernel names and
     params then omit them. ``wg``: conv2 on Hopper's warpgroup MMA (wgmma, fused_tc.cu's WG section),
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
-    spart 1, or 2 through three buffers; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and
-    the Z GEMM on wgmma with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
+    spart 1, or 2 through three buffers, with ``fold`` its fold blocks' conv1 reading the LR samples into
+    conv2's A1 window; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and the Z GEMM on wgmma
+    with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
 
     kernel: str
     split: bool
@@ -37,7 +38,7 @@ class FusedConfig:
     mb1: int = 2
     mb2: int = 4
     p: int = 4  # 'fp32', f2 = 1: positions per thread (2 or 4)
-    fold: bool = False  # f2 = 1: interior tiles of an exact x2 read the integer LR samples (fold.py)
+    fold: bool = False  # f2 = 1, or f2 = 5 with wg: interior tiles of an exact x2 read the integer LR samples (fold.py)
     stream: bool = False  # 'tc', f2 > 1: conv2's weights in shared memory one tap row at a time
     minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
@@ -111,8 +112,8 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
-    if base["fold"] and f2 != 1:
-        raise ValueError("the folded conv1 is built for 9-1-5 only")
+    if base["fold"] and f2 != 1 and not base.get("wg"):
+        raise ValueError("the folded conv1 is built for 9-1-5, and for 9-5-5's wgmma tiles (wg)")
     if base["stream"] and (kernel != "tc" or f2 == 1):
         raise ValueError("streaming conv2's weights is built for the tensor-core kernels of 9-3-5 and 9-5-5")
     base["minb"] = int(base.get("minb", 1))
@@ -130,10 +131,11 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     elif base["wg"]:
         nwg, pc = base["nt"] // 128, base["rw"] // 8
         if (arithmetic != "fp16-fast" or f2 != 5 or not base["stream"] or base["spart"] not in (1, 2) or base["r"] % 8
-                or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8):
+                or base["nt"] % 128 or (base["r"] // 8 * pc) % nwg or not 1 <= base["r"] // 8 * pc // nwg <= 8
+                or (base["fold"] and base["th"] % 2)):
             raise ValueError("wg (conv2 on wgmma) is built for fp16-fast 9-5-5 with stream=1, spart 1 or 2, r a multiple "
                              "of 8, nt a multiple of 128 and (r / 8) * (rw / 8) patches split evenly over nt / 128 "
-                             "warpgroups, 1..8 each")
+                             "warpgroups, 1..8 each (with fold: even th)")
     return FusedConfig(kernel, split, **base)
 
 
@@ -190,13 +192,20 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # First, on compute capability 9.0 only (sm_90a): conv2 on the warpgroup MMA (wg), 3.21 ms against
+    # First, on compute capability 9.0 only (sm_90a): the same wgmma tile with the folded conv1 (fold: interior tiles
+    # of an exact x2 of integer samples compute conv1 from the LR samples into conv2's A1 window, no bicubic; the 32
+    # KiB of phase fragments fit beside the 16-row window with spart 2's three half-row buffers, 227,232 bytes):
+    # 2.843-2.844 ms against 3.167-3.171 for the wg tile below, alternating with an untouched tree, two rounds (H100,
+    # 2026-11-24, BENCHMARKS.md "Issue 17: the folded conv1 on 9-5-5's wgmma tile"); its other tiles (float input,
+    # other scales) take the bicubic path, 3.186 there.
+    # Then conv2 on the warpgroup MMA (wg), 3.21 ms against
     # 3.83 for the same tile on mma.sync in one sweep (H100, 2026-11-24, BENCHMARKS.md); spart 2 (three
     # buffers of half a tap row, no drain of the MMAs at each part's barrier) 3.26. Elsewhere: 16-row
     # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
     # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
     # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
-    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
+    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, wg=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
