@@ -108,9 +108,6 @@ class _TimedPlanner:
         self.seconds = 0.0
         self.count = 0
 
-    def first_choice(self, engine: Any, bits: int) -> Any:
-        return self.inner.first_choice(engine, bits)
-
     def measure(self, engine: Any, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Any:
         t0 = time.perf_counter()
         try:

@@ -69,16 +69,6 @@ class Tuner:
     log: Callable[[str], None] | None = None
     full: bool = False
 
-    def first_choice(self, engine: GPUEngine, bits: int) -> FusedChoice | None:
-        """The fused tile a choice for output depth ``bits`` tries first (:func:`choose`'s order), or
-        None: what a fresh machine will compile first, worth compiling ahead."""
-        allowed = arithmetics_for(engine.precision, bits)
-        for arithmetic in (a for a in ARITHMETIC_RANK if a in allowed):
-            choices = _fused_choices(engine, (arithmetic,), lambda s: None)
-            if choices:
-                return choices[0]
-        return None
-
     def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan:
         result = (measure if self.full else choose)(engine, lr_shape, hr_shape, bits, log=self.log)
         save_cached(result.key, result.plan, result.timings, engine.options.cache_dir)

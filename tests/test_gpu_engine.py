@@ -266,39 +266,6 @@ def test_kernels_asked_for_on_many_threads_compile_once_each(tmp_path: Path, mon
         assert sorted(got[i]) == sorted(names) and all(k.function.num_regs > 0 for k in got[i].values())
 
 
-def _fused_modules(build) -> set:
-    return {k for k in build._modules if k[0].startswith(("fused_tc.cu", "fused_fp32.cu"))}
-
-
-def test_a_fresh_engine_compiles_its_first_tile_ahead_and_the_plan_uses_it(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Empty kernel and plan caches (a fresh machine): the engine compiles, on a thread of its own, the
-    fused tile its planner tries first for 8-bit output; the first frame's plan is that tile, compiled
-    once. With a plan of this kind cached, nothing is compiled ahead."""
-    from srgpu.engine.gpu import GPUEngine
-    from srgpu.kernels import build
-    from srgpu.tune import Tuner
-
-    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "kernels"))
-    monkeypatch.setattr(build, "_modules", {})
-    model = random_model("9-1-5", scale=2)
-    engine = GPUEngine(model, 2, 0, GPUOptions(cache_dir=tmp_path / "plans"), planner=Tuner())
-    engine.compiling_ahead.result()
-    ahead = _fused_modules(build)
-    assert len(ahead) == 1
-    first = Tuner().first_choice(engine, 8)
-    plane = (np.random.default_rng(5).random((45, 61)) * 255).astype(np.uint8)
-    out = engine.srcnn_plane(plane, (90, 122), 255.0)
-    assert out.shape == (90, 122) and out.dtype == np.uint8
-    assert engine.plan_for((45, 61), (90, 122), 8).fused == first
-    assert _fused_modules(build) == ahead  # the plan's kernel is the one compiled ahead, not a second one
-
-    monkeypatch.setattr(build, "_modules", {})
-    again = GPUEngine(model, 2, 0, GPUOptions(cache_dir=tmp_path / "plans"), planner=Tuner())  # the plan is cached now
-    again.compiling_ahead.result()
-    assert _fused_modules(build) == set()
-
-
 def _bad_plan(model):
     layers = srcnn_layers(model)
     return layerwise_plan(model, [ConvConfig("v1", 64, 32), default_config(layers[1]), default_config(layers[2])])

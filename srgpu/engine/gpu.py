@@ -50,10 +50,6 @@ class Planner(Protocol):
 
     def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan: ...
 
-    def first_choice(self, engine: "GPUEngine", bits: int) -> FusedChoice | None:
-        """The fused tile ``measure`` would try first for output depth ``bits`` (compiled ahead)."""
-        ...
-
 
 @dataclass
 class _Work:
@@ -120,37 +116,6 @@ class GPUEngine(Engine):
             self._checked: set[tuple[Any, int]] = set()  # (plan identity, depth) that passed check_plan
             if options.plan is not None:  # a given plan that cannot run fails here, before any work
                 self._ready(options.plan, 8)
-        self.compiling_ahead = self._compile_ahead() if planner is not None and options.plan is None else None
-
-    def _compile_ahead(self) -> Any:
-        """On a fresh machine the first frame waits about a second for its fused kernel to compile:
-        compile the tile the planner will try first for 8-bit output now, on a thread, while the rest
-        of the start-up runs (the plan choice then finds it compiled). Nothing where a plan of this
-        kind is cached (its kernel is then likely compiled too). A future; its errors are the plan
-        choice's to report, not this warm-up's."""
-        import importlib
-
-        def run() -> None:
-            h, w = 270, 480  # any size: a plan cached for another one serves a new size
-            key = plan_key(self.limits.key, self.model.arch, (h, w), (h * self.scale, w * self.scale), self.precision, 8)
-            cache = self.options.cache_dir
-            if load_cached(key, cache, self.layers) is not None or nearest_cached(key, cache, self.layers) is not None:
-                return
-            choice = self.planner.first_choice(self, 8)  # type: ignore[union-attr]
-            if choice is not None and choice.backend in FUSED_BACKENDS:
-                importlib.import_module(choice.backend).compile_ahead(choice.arithmetic, dict(choice.params), self.model,
-                                                                      self.device_index, self.limits)
-
-        def quietly() -> None:
-            try:
-                run()
-            except Exception:  # noqa: BLE001 - a warm-up; the plan choice compiles and reports for itself
-                pass
-
-        pool = ThreadPoolExecutor(1, thread_name_prefix="srgpu-compile-ahead")
-        future = pool.submit(quietly)
-        pool.shutdown(wait=False)
-        return future
 
     @property
     def precision(self) -> Precision:

@@ -24,11 +24,11 @@ tiles, float input and other ratios take the bicubic path of the same kernel.
 One job per module: ``tiles`` (instantiations and the tiles worth timing), ``smem`` (shared memory
 per block, offline), ``pack`` (weights as the kernels read them), ``numpy_reference`` (what the
 kernels compute, on the CPU), ``runner`` (FusedSRCNN on a device) and ``hook`` (the backend that
-plans name: ``fused_candidates`` / ``fused_runner`` / ``compile_ahead``). This package re-exports them: its name is
+plans name: ``fused_candidates`` / ``fused_runner``). This package re-exports them: its name is
 the backend recorded in cached plans.
 """
 
-from .hook import available, compile_ahead, fused_candidates, fused_runner
+from .hook import available, fused_candidates, fused_runner
 from .numpy_reference import agreement, reference
 from .pack import (FOLD_MAX_SAMPLE, FOLD_SCALE, b_fragments, conv1_matrix, fold_matrices, pack_fp32, pack_tc,
                    split_fp16)
@@ -37,6 +37,6 @@ from .smem import shared_bytes
 from .tiles import ARITHMETICS, CANDIDATES, Arithmetic, FusedConfig, candidate_configs, config_for
 
 __all__ = ["ARITHMETICS", "CANDIDATES", "FOLD_MAX_SAMPLE", "FOLD_SCALE", "IN_CODES", "Arithmetic", "FusedConfig",
-           "FusedSRCNN", "Layout", "agreement", "available", "b_fragments", "candidate_configs", "compile_ahead", "config_for",
+           "FusedSRCNN", "Layout", "agreement", "available", "b_fragments", "candidate_configs", "config_for",
            "conv1_matrix", "fold_args", "fold_matrices", "fused_candidates", "fused_runner", "pack_fp32", "pack_tc",
            "reference", "self_check", "shared_bytes", "split_fp16"]

@@ -1,6 +1,5 @@
 """The fused backend's hook, as srgpu.plans names it (FUSED_BACKENDS): which tiles can serve the
-kernel arithmetics the plans allow on a device, a runner for a chosen one, and its compile ahead of
-time."""
+kernel arithmetics the plans allow on a device, and a runner for a chosen one."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import EngineError
 from ...model import SRCNNModel
-from .runner import FusedSRCNN, compile_tile
+from .runner import FusedSRCNN
 from .smem import shared_bytes
 from .tiles import Arithmetic, FusedConfig, candidate_configs, config_for
 
@@ -58,11 +57,3 @@ def fused_runner(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNN
 
     run.net = net  # type: ignore[attr-defined]
     return run
-
-
-def compile_ahead(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNNModel, device_index: int,
-                  limits: Any) -> None:
-    """Compile the tile ``params`` of ``arithmetic`` now (its runner, made later, finds it compiled)."""
-    cfg = config_for(arithmetic, model.f2, **{k: int(v) for k, v in params.items()})
-    if cfg.runs_on(limits.compute_capability):
-        compile_tile(cfg, model.f2, device_index, limits)

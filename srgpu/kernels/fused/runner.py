@@ -36,13 +36,6 @@ def fold_args(in_shape: tuple[int, int], out_shape: tuple[int, int]) -> np.ndarr
     return np.array([on, offsets[0], offsets[1], offsets.min(), ylo, yhi, xlo, xhi], np.int32)
 
 
-def compile_tile(cfg: FusedConfig, f2: int, device_index: int, limits: Any) -> dict[str, Any]:
-    """The tile's kernel and its layout probe, compiled (once per process: srgpu.kernels.build)."""
-    from ..build import compile_kernels
-
-    return compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, limits, arch=cfg.arch)
-
-
 @dataclass(frozen=True)
 class Layout:
     shared_bytes: int
@@ -97,7 +90,7 @@ class FusedSRCNN:
                  config: FusedConfig | None = None, limits: Any = None, axis_tables: Any = None) -> None:
         import cupy as cp
 
-        from ..build import device_limits
+        from ..build import compile_kernels, device_limits
 
         self.model = model
         self.config = config or config_for(arithmetic, model.f2)
@@ -113,7 +106,8 @@ class FusedSRCNN:
         if not cfg.runs_on(self.limits.compute_capability):
             raise EngineError(f"{self.name}: built for {cfg.arch}, the device is compute capability "
                               f"{self.limits.compute_capability}")
-        kernels = compile_tile(cfg, f2, device_index, self.limits)
+        kernels = compile_kernels(cfg.source, [cfg.kernel_name(f2), cfg.layout_name(f2)], device_index, self.limits,
+                                  arch=cfg.arch)
         self.kernel = kernels[cfg.kernel_name(f2)]
         with self.device:
             buf = cp.zeros(16, dtype=np.int32)
