@@ -211,9 +211,11 @@ class GPUEngine(Engine):
     def ready_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> None:
         """Choose (compile, check) the plan for this size and depth now, on this engine's stream, as
         ``srcnn_device`` would at its first call: a pipeline that has other kernels compiling on
-        threads of their own calls it before it waits for them."""
-        with self._on_device():
-            self.plan_for(in_shape, out_shape, bits)
+        threads of their own calls it before it waits for them. A known size costs a lookup (no
+        device switch: this is on a folder's path per group)."""
+        if (tuple(in_shape), tuple(out_shape), bits) not in self._plans:
+            with self._on_device():
+                self.plan_for(in_shape, out_shape, bits)
 
     def _choose(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
         if self.options.plan is not None:
