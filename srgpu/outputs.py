@@ -77,15 +77,17 @@ def replace_atomically(final: str | os.PathLike, write: Callable[[BinaryIO], obj
     """``write(file)`` fills a fresh temporary beside ``final``, which then replaces ``final`` whole:
     a reader sees the old file or the new one, never a mix, whoever else writes it at the same time.
     ``durable``: flushed to disk before the rename. The temporary is gone however this ends."""
-    tmp, fd = create_temp(final)
-    try:
+    tmp, fd = temp_path(final), -1
+    try:  # created inside: a worker's SIGTERM (raised as KeyboardInterrupt) right after the create still removes it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as f:
             write(f)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        if fd != -1 or not isinstance(e, FileExistsError):  # (a file already at the fresh name is not ours)
+            tmp.unlink(missing_ok=True)
         raise
     publish(tmp, final, replace=True)
 
