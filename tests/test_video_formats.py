@@ -161,6 +161,44 @@ def test_concealed_damage_is_named_in_a_note(tmp_path: Path, bicubic: BicubicEng
                      "(0.200 s), frame 7 (0.280 s) and 1 more (strict mode refuses such a source)"], result.notes
 
 
+class _LosingALine:
+    """ffmpeg's stderr with its first "decoder -> pts" line lost, as a line garbled by two of its threads
+    writing at once is (seen on a loaded machine)."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.lost = stream, False
+
+    def __iter__(self):
+        for line in self.stream:
+            if not self.lost and b"decoder -> pts:" in line:
+                self.lost = True
+                continue
+            yield line
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def test_concealed_frames_are_named_exactly_when_the_locating_log_loses_a_line(tmp_path: Path, bicubic: BicubicEngine,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second decode that finds the damaged frames counts its log lines; with one lost the count is off
+    by one, and the note still names frames 3, 5 and 7: their numbers come from the reader's own frame list."""
+    clip = damaged_clip(tmp_path, lose=(3, 5, 7, 10))
+    real = ffmpeg.popen
+
+    def popen(args, **kwargs):
+        proc = real(args, **kwargs)
+        if "-debug_ts" in args:
+            proc.stderr = _LosingALine(proc.stderr)
+        return proc
+
+    monkeypatch.setattr(ffmpeg, "popen", popen)
+    result = upscale_video(clip, tmp_path / "out.mkv", bicubic, VideoOptions(EncodeOptions(codec="ffv1")))
+    assert [n for n in result.notes if "concealed" in n] == [
+        "4 frame(s) with damaged data that the decoder concealed: frame 3 (0.120 s), frame 5 (0.200 s), frame 7 "
+        "(0.280 s) and 1 more (strict mode refuses such a source)"], result.notes
+
+
 def test_strict_refuses_concealed_damage(tmp_path: Path, bicubic: BicubicEngine) -> None:
     clip = damaged_clip(tmp_path)
     dst = tmp_path / "out.mkv"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import queue
 import re
+from array import array
 import subprocess
 import time
 from collections import deque
@@ -43,6 +44,8 @@ _SIZE = re.compile(r"\bs:(\d+)x(\d+)\b")
 _TIME_BASE = re.compile(r"config in time_base: (\d+)/(\d+)")
 _POOL_LIMIT = 16  # recycled frame buffers kept; more than the pipeline ever has in flight
 _BENIGN = "non monotonically increasing dts to muxer"
+_NO_PTS = -(2**63)
+_SAME_TIME = 5e-4  # seconds: a frame's logged time against the pts_time ffmpeg prints (6 decimals)
 _CORRUPT = "corrupt decoded frame"  # ffmpeg's warning for a frame whose damage the decoder concealed
 # with -debug_ts the decoder's thread logs each frame it outputs ("decoder -> pts:..."), a corrupt
 # one right after the warning: one thread writes both, in order, so the count of those lines names
@@ -160,6 +163,7 @@ class Reader(ffmpeg.Child):
         # so the frame lines seen before the error line say how far decoding had got
         self._logged = 0
         self._logged_pts: int | None = None
+        self._frame_pts = array("q")  # every logged frame's pts in order (NO_PTS where it had none): locate_concealed
         self._error_at: tuple[int, int | None] | None = None
         self.duration: float | None = None  # of the source, for error messages
         self.fps: float | None = None
@@ -188,6 +192,7 @@ class Reader(ffmpeg.Child):
             self._meta.put(_Meta(int(m.group(1)), pts, dur, int(size.group(1)), int(size.group(2))))
             self._logged += 1
             self._logged_pts = pts if pts is not None else self._logged_pts
+            self._frame_pts.append(_NO_PTS if pts is None else pts)
         elif self.time_base is None:
             tb = _TIME_BASE.search(line)
             if tb and int(tb.group(1)) > 0 and int(tb.group(2)) > 0:
@@ -351,7 +356,19 @@ class Reader(ffmpeg.Child):
         finally:
             ffmpeg.stop_process(proc)
             proc.stderr.close()  # type: ignore[union-attr]
-        return found[:limit]
+        return [self._frame_at_time(i, t) for i, t in found[:limit]]
+
+    def _frame_at_time(self, counted: int, seconds: float | None) -> tuple[int, float | None]:
+        """The index of the frame this reader logged at ``seconds``: exact, where counting the second
+        decode's log lines is not (ffmpeg's threads write that log at once; under load a line can be
+        lost or garbled, and every later count is off). The count where the reader has no such frame:
+        a window of the stream (a chunk counts from the stream's start), or a frame not logged yet."""
+        if seconds is None or self.window is not None or self.time_base is None or not self._frame_pts:
+            return counted, seconds
+        pts = np.frombuffer(bytes(self._frame_pts), dtype=np.int64)  # a copy: the log thread may append
+        gap = np.where(pts != _NO_PTS, np.abs(pts * float(self.time_base) - seconds), np.inf)
+        best = int(np.argmin(gap))
+        return (best, seconds) if gap[best] <= _SAME_TIME else (counted, seconds)
 
     def _decode_failure(self, pending: _Meta | None, drain_seconds: float = 3.0) -> VideoError:
         """ffmpeg logged an error. Where it happened is not exact (its demuxer reads ahead and
