@@ -993,6 +993,15 @@ typedef unsigned long long u64;
 __device__ __forceinline__ u64 wg_desc(u32 saddr, u32 lbo, u32 sbo) {  // layout type 0: no swizzle
     return (u64)((saddr >> 4) & 0x3FFF) | ((u64)((lbo >> 4) & 0x3FFF) << 16) | ((u64)((sbo >> 4) & 0x3FFF) << 32);
 }
+// A descriptor as two words: the low one (start address >> 4, LBO >> 4 << 16) moves with the operand, the high
+// one (SBO) is a constant. Shared addresses are below 2^18, so the start field (14 bits) never carries into
+// LBO's: an offset in 16-byte units is added to the low word alone.
+__device__ __forceinline__ u32 wg_lo(u32 saddr, u32 lbo) { return ((saddr >> 4) & 0x3FFF) | (((lbo >> 4) & 0x3FFF) << 16); }
+__host__ __device__ constexpr u32 wg_hi(u32 sbo) { return (sbo >> 4) & 0x3FFF; }
+__device__ __forceinline__ u64 wg_make(u32 lo, u32 hi) { return ((u64)hi << 32) | lo; }
+// This thread's warpgroup, through a shuffle: the compiler then knows it is the same for the whole warp, and
+// what is computed from it (descriptors, jobs) stays in uniform registers.
+__device__ __forceinline__ int wg_index() { return __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 7), 0); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
@@ -1069,43 +1078,52 @@ template <class C, int F2, int NT>
 __device__ int tc_wg_conv2_z(u32* smw, const u32* __restrict__ weights, const u32* A1, float* Z, int z0, int z1,
                              int u0, bool more) {
     constexpr int MT = C::WG_MT, PC = C::WG_PC;
-    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, cq = lane & 3;
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, cq = lane & 3;
     const int nrows = z1 - z0;
     const u32 a1s = smem_u32(A1), wbase = smem_u32(smw + C::O_W2F);
     // patch i of this warpgroup: p = wg * MT + i, patch row p / PC, column p % PC. Every patch is computed
     // (a test around an MMA makes ptxas serialise them all, C7520); in a short last chunk those below it
-    // read stale rows of the window, inside it, and store nothing
-    u64 da[MT];
+    // read stale rows of the window, inside it, and store nothing. Descriptors by their low words (wg_lo).
+    u32 da[MT];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
         const int p = wg * MT + i, pr = p / PC, pc = p - pr * PC;
-        da[i] = wg_desc(a1s + (pr * 8 * C::RW1 + pc * 8) * 16, C::A1P, 16 * C::RW1);
+        da[i] = wg_lo(a1s + (pr * 8 * C::RW1 + pc * 8) * 16, C::A1P);
     }
+    constexpr u32 AHI = wg_hi(16 * C::RW1), BHI = wg_hi(128);
+    const u32 db0 = wg_lo(wbase, 512);
     constexpr int NU = C::SPART_, TU = F2 * 4 / NU, NP = F2 * NU, NB = C::W2NBUF;  // K-step t = 4 dx + ks
     float acc[MT][16];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
+    // tap rows at run time, their parts and K-steps unrolled: every descriptor is a uniform register plus an
+    // immediate (with the part index at run time, ~17 instructions per MMA went to descriptor arithmetic)
 #pragma unroll 1
-    for (int v = 0; v < NP; ++v) {
-        const int u = u0 + v, dy = v / NU, t0 = (v - dy * NU) * TU;
-        cp_async_wait_all();
-        wg_wait<NB - 2>();  // the MMAs that read buffer (u + 1) % NB, refilled below, are done
-        fence_proxy_async();
-        __syncthreads();
-        if (v + 1 < NP || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) % NB, (v + 1) % NP);
-        const u32 wb = wbase + (u % NB) * C::W2U * 4;  // K-step t0 + j at 1024 j
-        wg_fence();
+    for (int dy = 0; dy < F2; ++dy) {
 #pragma unroll
-        for (int j = 0; j < TU; ++j) {
-            const int t = t0 + j, dx = t >> 2, ks = t & 3;
-            const u64 b = wg_desc(wb + j * 1024, 512, 128);
-            const u64 ao = (u64)((dy * C::RW1 + dx) + ks * 2 * (C::A1P / 16));
+        for (int part = 0; part < NU; ++part) {
+            const int v = dy * NU + part, u = u0 + v;
+            cp_async_wait_all();
+            wg_wait<NB - 2>();  // the MMAs that read buffer (u + 1) % NB, refilled below, are done
+            fence_proxy_async();
+            __syncthreads();
+            if (v + 1 < NP || more) tc_stream_part<C, F2, NT>(smw, weights, (u + 1) % NB, (v + 1) % NP);
+            const u32 wb = db0 + (u % NB) * (C::W2U / 4);  // K-step t of the part at 1024 (t - part TU) bytes
+            const u32 arow = dy * C::RW1;
+            const int first = dy | part;  // 0: the sum's first MMA (scale-d 0)
+            wg_fence();
 #pragma unroll
-            for (int i = 0; i < MT; ++i) wgmma_m64n32k16(acc[i], da[i] + ao, b, v + j);
+            for (int j = 0; j < TU; ++j) {
+                const int t = part * TU + j, dx = t >> 2, ks = t & 3;
+                const u64 b = wg_make(wb + j * 64, BHI);
+                const u32 ao = arow + dx + ks * 2 * (C::A1P / 16);
+#pragma unroll
+                for (int i = 0; i < MT; ++i) wgmma_m64n32k16(acc[i], wg_make(da[i] + ao, AHI), b, first | j);
+            }
+            wg_commit();
         }
-        wg_commit();
     }
     wg_wait_all();
     const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
@@ -1219,7 +1237,7 @@ __device__ __forceinline__ void tc_wg_gemm_rs(float (&acc)[JB][NV], const u32 (&
     for (int i = 0; i < JB; ++i)
 #pragma unroll
         for (int k = 0; k < KS; ++k) {
-            const u64 db = wg_desc(b[i] + k * bk, lbo, 128);
+            const u64 db = wg_make(wg_lo(b[i], lbo) + k * (bk >> 4), wg_hi(128));
             if constexpr (NV == 32) wgmma_m64n64k16_rs(acc[i], a[i][k], db, k);
             else wgmma_m64n32k16_rs(acc[i], a[i][k], db, k);
         }
@@ -1232,7 +1250,7 @@ __device__ __forceinline__ void tc_wg_gemm_rs(float (&acc)[JB][NV], const u32 (&
 template <class C>
 __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, int d1, float fscale) {
     constexpr int JB = C::MB2_;
-    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
     const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
     const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
     const u32* L = smw + C::O_LR;
