@@ -192,7 +192,11 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # First, on compute capability 9.0 only (sm_90a): the same wgmma tile with the folded conv1 (fold: interior tiles
+    # First, on compute capability 9.0 only (sm_90a): the fold tile below 108 rows high (112 Z rows: 7 full chunks;
+    # 2160 = 20 x 108, 2,760 blocks, 20.9 waves of 132): 2.83-2.85 ms against 2.87 for 60 rows in three alternating
+    # rounds (H100, 2026-11-24, BENCHMARKS.md "the descriptors in uniform registers"), fewer halo rows and per-tile
+    # prologues; its LR planes take 2.8 KB more shared memory (230,048 bytes).
+    # Then the same wgmma tile with the folded conv1 (fold: interior tiles
     # of an exact x2 of integer samples compute conv1 from the LR samples into conv2's A1 window, no bicubic; the 32
     # KiB of phase fragments fit beside the 16-row window with spart 2's three half-row buffers, 227,232 bytes):
     # 2.843-2.844 ms against 3.167-3.171 for the wg tile below, alternating with an untouched tree, two rounds (H100,
@@ -204,7 +208,8 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
     # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
     # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
-    ("fp16-fast", 5): [dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
+    ("fp16-fast", 5): [dict(th=108, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
+                       dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, wg=1),
