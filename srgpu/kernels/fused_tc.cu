@@ -1222,11 +1222,11 @@ __device__ __forceinline__ void tc_wg_to_a(const float (&acc)[NV], const float* 
 }
 
 // acc[i] = A[i] x B_i for JB jobs (warpgroup MMAs, A from registers: KS K-steps of 16; N = 64 for NV 32
-// accumulators, 32 for 16), then waits for them. B_i's K-step k at shared address b[i] + k * bk, core matrices
-// lbo bytes apart along K. The first K-step passes scale-d 0: the zeros are for the compiler, not read.
+// accumulators, 32 for 16), issued as one commit group, not waited for. B_i's K-step k at shared address b[i] +
+// k * bk, core matrices lbo bytes apart along K. The first K-step passes scale-d 0: the zeros are for the compiler.
 template <int NV, int JB, int KS>
-__device__ __forceinline__ void tc_wg_gemm_rs(float (&acc)[JB][NV], const u32 (&a)[JB][KS][4], const u32 (&b)[JB], int bk,
-                                              int lbo) {
+__device__ __forceinline__ void tc_wg_gemm_rs_issue(float (&acc)[JB][NV], const u32 (&a)[JB][KS][4], const u32 (&b)[JB],
+                                                    int bk, int lbo) {
     static_assert(NV == 32 || NV == 16, "m64n64k16 or m64n32k16");
 #pragma unroll
     for (int i = 0; i < JB; ++i)
@@ -1242,11 +1242,41 @@ __device__ __forceinline__ void tc_wg_gemm_rs(float (&acc)[JB][NV], const u32 (&
             else wgmma_m64n32k16_rs(acc[i], a[i][k], db, k);
         }
     wg_commit();
-    wg_wait_all();
 }
 
-// conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block (tc_chain_z_fold's contract). Every thread
-// must call it.
+// One warpgroup step of tc_wg_fold_z: JB jobs from job0 on, this warp's rows, and its conv1 A (the LR samples,
+// exact in fp16, as tc_fold_load) into `a1`.
+template <class C>
+struct WgFoldJobs {
+    int row[C::MB2_], ph[C::MB2_], col[C::MB2_];
+
+    __device__ __forceinline__ void load(u32 (&a1)[C::MB2_][4][4], const u32* L, int job0, int nj, int z0, int z1,
+                                         int d0, int d1, int warp, int r0, int cq) {
+#pragma unroll
+        for (int i = 0; i < C::MB2_; ++i) {
+            const int job = min(job0 + i, nj - 1), q = job >> 2, py = (job >> 1) & 1, px = job & 1;
+            const int first = z0 + 4 * q + py, r = first + 2 * (warp >> 1);
+            row[i] = r < z1 ? r : first;
+            ph[i] = py * 2 + px;
+            const int lrow = (row[i] >> 1) + (py ? d1 : d0);
+            const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
+            const int b0 = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
+            col[i] = px + 32 * (warp & 1) + 2 * r0;
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const int w = b0 + 2 * s * C::LRWW;
+                a1[i][s][0] = L[w];
+                a1[i][s][1] = L[w + 4];  // position r0 + 8: eight LR columns on
+                a1[i][s][2] = L[w + C::LRWW];
+                a1[i][s][3] = L[w + C::LRWW + 4];
+            }
+        }
+    }
+};
+
+// conv1 -> conv2 -> Z for Z-region rows [z0, z1) of a fold block (tc_chain_z_fold's contract). The next step's LR
+// words load under this step's conv2 MMAs. (Its conv1 MMAs in flight under this step's Z GEMM and stores need more
+// registers than ptxas gives the wgmma pipeline: it serialises them, C7511.) Every thread must call it.
 template <class C>
 __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, int d1, float fscale) {
     constexpr int JB = C::MB2_;
@@ -1256,41 +1286,23 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
     const u32* L = smw + C::O_LR;
     const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
     // jobs 4 q + 2 py + px; chunks start on even rows (R % 4 == 0) and hold an even number of rows (fold blocks:
-    // TH and the frame even), so a job's first row is always inside; its second may not be (recomputed, not stored)
+    // TH and the frame even), so a job's first row is always inside; its second may not be (recomputed as the first)
     const int nj = (z1 - z0 + 3) / 4 * 4;
+    constexpr int STEP = C::WG_NWG * JB;
+    int job0 = wg * JB;
+    if (job0 >= nj) return;  // warpgroup-uniform
+    WgFoldJobs<C> cur, nxt;
+    u32 a1[JB][4][4];
+    cur.load(a1, L, job0, nj, z0, z1, d0, d1, warp, r0, cq);
 #pragma unroll 1
-    for (int job0 = wg * JB; job0 < nj; job0 += C::WG_NWG * JB) {
-        int row[JB], b0[JB], ph[JB], col[JB];
-        bool ok[JB];
+    for (;; job0 += STEP) {
+        const bool more = job0 + STEP < nj;  // warpgroup-uniform
+        u32 bw[JB];
 #pragma unroll
-        for (int i = 0; i < JB; ++i) {
-            const int job = min(job0 + i, nj - 1), q = job >> 2, py = (job >> 1) & 1, px = job & 1;
-            const int first = z0 + 4 * q + py, r = first + 2 * (warp >> 1);
-            ok[i] = job0 + i < nj && r < z1;
-            row[i] = r < z1 ? r : first;
-            ph[i] = py * 2 + px;
-            const int lrow = (row[i] >> 1) + (py ? d1 : d0);
-            const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
-            b0[i] = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
-            col[i] = px + 32 * (warp & 1) + 2 * r0;
-        }
-        // conv1: A = the LR samples (exact in fp16), as tc_fold_load
-        u32 a1[JB][4][4];
-#pragma unroll
-        for (int i = 0; i < JB; ++i)
-#pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                const int w = b0[i] + 2 * s * C::LRWW;
-                a1[i][s][0] = L[w];
-                a1[i][s][1] = L[w + 4];  // position r0 + 8: eight LR columns on
-                a1[i][s][2] = L[w + C::LRWW];
-                a1[i][s][3] = L[w + C::LRWW + 4];
-            }
-        u32 bw[JB];  // each job's phase matrix
-#pragma unroll
-        for (int i = 0; i < JB; ++i) bw[i] = w1s + ph[i] * (C::W1P * 4);
+        for (int i = 0; i < JB; ++i) bw[i] = w1s + cur.ph[i] * (C::W1P * 4);  // each job's phase matrix
         float acc1[JB][32];
-        tc_wg_gemm_rs(acc1, a1, bw, 2048, 1024);
+        tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+        wg_wait_all();
         // conv2: A = ReLU(conv1 * fscale + b1)
         u32 a2[JB][4][4];
 #pragma unroll
@@ -1300,7 +1312,9 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
 #pragma unroll
         for (int i = 0; i < JB; ++i) bw[i] = w2s;
         float acc2[JB][16];
-        tc_wg_gemm_rs(acc2, a2, bw, 1024, 512);
+        tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
+        if (more) nxt.load(a1, L, job0 + STEP, nj, z0, z1, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        wg_wait_all();
         // the Z GEMM: A = ReLU(conv2 + b2)
         u32 a3[JB][2][4];
 #pragma unroll
@@ -1310,12 +1324,13 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
 #pragma unroll
         for (int i = 0; i < JB; ++i) bw[i] = w3s;
         float acc3[JB][16];
-        tc_wg_gemm_rs(acc3, a3, bw, 1024, 512);
-        // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16
+        tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
+        wg_wait_all();
+        // as tc_z with CS = 2: C rows r0 and r0 + 8 of the warp's block are columns c and c + 16. A row outside the
+        // chunk was computed as its job's first row (row[i]) from the same operands: stored there again, the same bits
 #pragma unroll
         for (int i = 0; i < JB; ++i) {
-            if (!ok[i]) continue;
-            float* zrow = Z + (row[i] % C::CZ) * C::RW_ + col[i];
+            float* zrow = Z + (cur.row[i] % C::CZ) * C::RW_ + cur.col[i];
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const int d = 8 * j + 2 * cq;
@@ -1329,6 +1344,8 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
                 }
             }
         }
+        if (!more) break;
+        cur = nxt;
     }
 }
 
