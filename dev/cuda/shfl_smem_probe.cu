@@ -4,7 +4,10 @@
 //                         4 M tiles per warpgroup, one tap row = 5 dx x 4 K-steps x 4 tiles = 80 MMAs per
 //                         loop trip); RS = 0: A and B by descriptor (SS), RS = 1: A from registers, B by
 //                         descriptor; INW = 1: each MMA warp also issues 4 SHFL per MMA (the shifted-A design's
-//                         rate: 16 shuffles of 128 B per warpgroup MMA), into registers the MMAs do not read
+//                         rate: 16 shuffles of 128 B per warpgroup MMA), into registers the MMAs do not read;
+//                         INW = 2: 1 SHFL per MMA per warp; INW = 3: 1 ldmatrix.x4 per MMA per warp (an m64k16 A
+//                         fragment through registers for every MMA: SS's bytes); INW = 4: 1 ldmatrix.x4 per 5
+//                         MMAs per warp (one A fragment used by 5 MMAs). Work counted in role 5 (warp instructions)
 //   then NLDS warps       LDS.128, conflict-free (a warp reads 512 contiguous bytes)
 //   then NSHFL warps      shfl.sync.idx.b32, 8 independent streams per warp
 //   then NMIX warps       1 LDS.128 then 4 SHFL, repeated (equal bytes through a 128 B/clk crossbar)
@@ -129,14 +132,23 @@ __global__ void __launch_bounds__(512, 1)
                     for (int i = 0; i < 4; ++i) {
                         if (RS) mma_rs(acc[i], a[ks], b);
                         else mma_ss(acc[i], da[i] + ao, b);
-                        if (INW) {
+                        const int idx = (dx * 4 + ks) * 4 + i;
+                        if (INW == 1) {
 #pragma unroll
-                            for (int j = 0; j < 4; ++j) x ^= shfl(s[j], sel + (dx * 16 + ks * 4 + i) * 4 + j);
+                            for (int j = 0; j < 4; ++j) x ^= shfl(s[j], sel + idx * 4 + j);
+                        } else if (INW == 2) {
+                            x ^= shfl(s[idx & 3], sel + idx);
+                        } else if (INW == 3 || (INW == 4 && idx % 5 == 0)) {
+                            u32 q0, q1, q2, q3;  // 64 KB of the activations, a new 512 B block every time
+                            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                                         : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3)
+                                         : "r"(sbase + O_A + lane * 16 + (((u32)sel * 80 + idx) & 127) * 512));
+                            x ^= q0 ^ q1 ^ q2 ^ q3;
                         }
                     }
                 }
             n += 80;
-            if (INW) nsh += 80 * 4;
+            nsh += INW == 1 ? 320 : INW == 2 || INW == 3 ? 80 : INW == 4 ? 16 : 0;
             sel += 7;
             dy = dy == 4 ? 0 : dy + 1;
             if (bar_or(clock64() > deadline, 1 + wg)) break;

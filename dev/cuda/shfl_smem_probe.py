@@ -25,11 +25,13 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "shfl_smem_probe.cu"
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
 NROLE = 6
-ROLES = ("mma", "lds", "shfl", "mix_lds", "mix_shfl", "inw_shfl")
+ROLES = ("mma", "lds", "shfl", "mix_lds", "mix_shfl", "inw_shfl")  # inw_shfl: SHFL or ldmatrix by the MMA warps
 P = 36
 G = (20 * P * 16 + 127) // 128 * 128 + 16
 TOTAL = 25 * 8 * 512 + 8 * G
-KERNELS = {"ss": "probe<0, 0>", "rs": "probe<1, 0>", "rs_inw": "probe<1, 1>", "ss_inw": "probe<0, 1>"}
+KERNELS = {"ss": "probe<0, 0>", "rs": "probe<1, 0>", "rs_inw": "probe<1, 1>", "ss_inw": "probe<0, 1>",
+           "rs_sh1": "probe<1, 2>", "rs_ldsm": "probe<1, 3>", "rs_ldsm5": "probe<1, 4>", "ss_ldsm": "probe<0, 3>"}
+INW_BYTES = {"ss_inw": 128, "rs_inw": 128, "rs_sh1": 128, "rs_ldsm": 512, "rs_ldsm5": 512, "ss_ldsm": 512}
 
 # (label, kernel, nmma warpgroups, LDS warps, SHFL warps, MIX warps)
 CASES = [
@@ -58,6 +60,12 @@ CASES = [
     ("e: RS MMA 2 wg + LDS x8", "rs", 2, 8, 0, 0),
     ("e: RS MMA 2 wg, 4 SHFL/MMA in the MMA warps", "rs_inw", 2, 0, 0, 0),
     ("e: RS MMA 1 wg, 4 SHFL/MMA in the MMA warps", "rs_inw", 1, 0, 0, 0),
+    ("e: RS MMA 2 wg + SHFL x16", "rs", 2, 0, 16, 0),
+    ("e: RS MMA 2 wg + LDS x16", "rs", 2, 16, 0, 0),
+    ("e: RS MMA 2 wg, 1 SHFL/MMA in the MMA warps", "rs_sh1", 2, 0, 0, 0),
+    ("e: RS MMA 2 wg, 1 ldmatrix.x4/MMA in the MMA warps", "rs_ldsm", 2, 0, 0, 0),
+    ("e: RS MMA 2 wg, 1 ldmatrix.x4 per 5 MMAs in the MMA warps", "rs_ldsm5", 2, 0, 0, 0),
+    ("d: SS MMA 2 wg, 1 ldmatrix.x4/MMA in the MMA warps", "ss_ldsm", 2, 0, 0, 0),
 ]
 
 
@@ -150,7 +158,7 @@ def main() -> None:
         if "mix_lds" in med:
             row["mix_B_per_clk"] = med["mix_lds"] * 512 + med["mix_shfl"] * 128
         if "inw_shfl" in med:
-            row["inw_shfl_B_per_clk"] = med["inw_shfl"] * 128
+            row["inw_B_per_clk"] = med["inw_shfl"] * INW_BYTES[kern]
         rows.append(row)
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
     if args.json:
