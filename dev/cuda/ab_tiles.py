@@ -28,6 +28,21 @@ def image_like(shape: tuple[int, int], seed: int) -> np.ndarray:
     return np.round(np.clip(base * 0.8 + rng.random(shape) * 0.3, 0, 1) * 255).astype(np.uint8)
 
 
+def build_tile(spec: str):
+    """PRECISION:ARCH:k=v,... -> (config, FusedSRCNN) with the shipped x2 weights (random ones where none ship)."""
+    from srgpu.kernels import fused
+    from srgpu.model import random_model, resolve_model
+
+    precision, arch, params = spec.split(":")
+    try:
+        model = resolve_model(arch, 2)
+    except Exception:
+        model = random_model(arch, seed=0, scale=2)
+    kv = {k: int(v) for k, v in (item.split("=") for item in params.split(",") if item)}
+    cfg = fused.config_for(precision, model.f2, **kv)
+    return cfg, fused.FusedSRCNN(model, precision, config=cfg)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", required=True, help="the tree srgpu must come from (checked)")
@@ -39,8 +54,6 @@ def main() -> int:
     import cupy as cp
 
     import srgpu
-    from srgpu.kernels import fused
-    from srgpu.model import random_model, resolve_model
 
     tree = Path(args.tree).resolve()
     if not Path(srgpu.__file__).resolve().is_relative_to(tree):
@@ -49,14 +62,7 @@ def main() -> int:
     out_shape = (2 * h, 2 * w)
     lr_dev = cp.asarray(image_like((h, w), seed=1))
     for spec in args.tile:
-        precision, arch, params = spec.split(":")
-        try:
-            model = resolve_model(arch, 2)
-        except Exception:
-            model = random_model(arch, seed=0, scale=2)
-        kv = {k: int(v) for k, v in (item.split("=") for item in params.split(",") if item)}
-        cfg = fused.config_for(precision, model.f2, **kv)
-        net = fused.FusedSRCNN(model, precision, config=cfg)
+        cfg, net = build_tile(spec)
         out = cp.empty(out_shape, np.uint8)
         raw = cp.full(out_shape, np.nan, np.float32)
         net.run(lr_dev, out_shape, 255, out=raw, raw=True)

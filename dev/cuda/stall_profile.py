@@ -38,24 +38,15 @@ def run(args: argparse.Namespace) -> int:
     import cupy as cp
     import numpy as np
 
-    from srgpu.kernels import build, fused
-    from srgpu.model import random_model, resolve_model
+    from ab_tiles import build_tile, image_like
+    from srgpu.kernels import build
 
     build.COMPILE_OPTIONS = (*build.COMPILE_OPTIONS, "-lineinfo")  # a kernel of its own: the cache keys on options
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    precision, arch, params = args.tile.split(":")
-    try:
-        model = resolve_model(arch, 2)
-    except Exception:
-        model = random_model(arch, seed=0, scale=2)
-    kv = {k: int(v) for k, v in (item.split("=") for item in params.split(",") if item)}
-    cfg = fused.config_for(precision, model.f2, **kv)
-    net = fused.FusedSRCNN(model, precision, config=cfg)
+    cfg, net = build_tile(args.tile)
     w, h = (int(v) for v in args.lr.lower().split("x"))
-    rng = np.random.default_rng(1)
-    base = np.add.outer(np.linspace(0, 0.6, h), np.linspace(0, 0.4, w))
-    lr = cp.asarray(np.round(np.clip(base * 0.8 + rng.random((h, w)) * 0.3, 0, 1) * 255).astype(np.uint8))
+    lr = cp.asarray(image_like((h, w), seed=1))
     dst = cp.empty((2 * h, 2 * w), np.uint8)
     for _ in range(args.reps):
         net.run(lr, dst.shape, 255, out=dst)
@@ -63,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     code = build.load_source(cfg.source)
     (out / "fused_tc.expanded.cu").write_text(code)
     if cfg.arch:
-        names = [cfg.kernel_name(model.f2), cfg.layout_name(model.f2)]
+        names = [cfg.kernel_name(net.model.f2), cfg.layout_name(net.model.f2)]
         path, lowered = build.compile_for_arch(code, cfg.source, names, cfg.arch)
         shutil.copyfile(path, out / "kernel.cubin")
         (out / "info.json").write_text(json.dumps({"tile": args.tile, "label": cfg.label, "kernel": lowered[names[0]]}))
