@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""9-5-5's conv2 on Hopper's warpgroup MMA with A from registers, each A fragment reused over the 5 tap
+rows (dev/cuda/wgmma_conv2_dy.cu): check against wgmma_conv2.py's NumPy reference, then time a 4K frame's
+worth beside wgmma_conv2.cu's wg_conv2 (A and B from shared memory) in the same process.
+
+    python3 dev/cuda/wgmma_conv2_dy.py --offline         # NVRTC sm_90a build, ptxas -v: registers, notes
+    python3 dev/cuda/wgmma_conv2_dy.py --check           # GPU: reference on random data, awkward sizes
+    python3 dev/cuda/wgmma_conv2_dy.py --time --reps 20  # GPU: ms for a 4K frame's worth, + wg_conv2<16, 2>
+
+A 4K frame's worth (wgmma_conv2.py): POSITIONS_4K = 10.17 M conv2 positions. Blocks of ZT x 64 positions
+cover that many (ceil; the ms are scaled by POSITIONS_4K / positions computed where ZT x 64 does not
+divide it), each loading its activations from a small L2-resident frame and all of conv2's weights (100 KB)
+into shared memory; --mma-reps 1,3 runs the MMAs 1 and 3 times per load, the difference / 2 is the MMA pass.
+Configs "ZT,NWG,NACC,NBUF": ZT output rows per block, NWG warpgroups (each ZT / NWG rows), NACC rolling
+accumulator tiles (5: drain and store after each input row; 6: store a row later, no drain), NBUF A buffers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # dev/ lies beside the package
+from dev.cuda import wgmma_conv2 as wc  # noqa: E402
+
+SOURCE = HERE / "wgmma_conv2_dy.cu"
+OPTIONS = ("-std=c++17", "-arch=sm_90a")
+DEFAULT_CONFIGS = ["8,2,6,2", "8,2,5,2", "8,2,6,3", "10,2,6,2", "10,2,6,3", "8,1,6,3"]
+CHECK_SIZES = ((37, 53), (8, 64), (70, 101), (8, 5), (3, 130), (13, 64), (1, 1))
+
+
+def kernel_name(zt: int, nwg: int, nacc: int, nbuf: int) -> str:
+    return f"dy_conv2<{zt}, {nwg}, {nacc}, {nbuf}>"
+
+
+def shared_bytes(zt: int, nwg: int, *_: int) -> int:
+    """DyCfg::TOTAL."""
+    g = ((zt + 4) * 68 * 16 + 127) // 128 * 128 + 16
+    return 25 * 8 * 512 + 8 * g + 128
+
+
+def compile_cubin(names: list[str], verbose: bool = False) -> tuple[bytes, dict[str, str], str]:
+    """NVRTC for sm_90a: the cubin, the lowered names and the log (ptxas' -v lines with verbose)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    prog = nvrtc.createProgram(SOURCE.read_text(), "wgmma_conv2_dy.cu", [], [])
+    try:
+        for n in names:
+            nvrtc.addNameExpression(prog, n)
+        opts = list(OPTIONS) + (["-Xptxas", "-v"] if verbose else [])
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            raise SystemExit(f"NVRTC failed:\n{nvrtc.getProgramLog(prog)}") from None
+        log = nvrtc.getProgramLog(prog)
+        log = (log.decode(errors="replace") if isinstance(log, bytes) else log).replace("\0", "")
+        notes = [ln for ln in log.splitlines() if ln.strip() and ("C75" in ln or "warning" in ln.lower())]
+        if notes:
+            print("\n".join(notes), file=sys.stderr)
+        return nvrtc.getCUBIN(prog), {n: nvrtc.getLoweredName(prog, n) for n in names}, log
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+class DyConv2:
+    def __init__(self, zt: int, nwg: int, nacc: int, nbuf: int) -> None:
+        import cupy as cp
+        import cupy_backends.cuda.api.driver as drv
+
+        self.cfg = (zt, nwg, nacc, nbuf)
+        self.zt = zt
+        name = kernel_name(*self.cfg)
+        cubin, lowered, self.log = compile_cubin([name], verbose=True)
+        self.module = cp.cuda.function.Module()
+        self.module.load(cubin)
+        self.fn = self.module.get_function(lowered[name])
+        self.smem = shared_bytes(zt, nwg)
+        self.threads = nwg * 128
+        drv.funcSetAttribute(self.fn.ptr, drv.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem)
+        self.regs = drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_NUM_REGS, self.fn.ptr)
+        self.local = drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self.fn.ptr)
+
+    def tiles(self, hin: int, win: int) -> tuple[int, int]:
+        tiles_x = -(-(win - 4) // 64)
+        return tiles_x, tiles_x * -(-(hin - 4) // self.zt)
+
+    def __call__(self, x, wpk, b2, out, blocks: int | None = None, reps: int = 1) -> None:
+        hin, win = int(x.shape[0]), int(x.shape[1])
+        tiles_x, ntiles = self.tiles(hin, win)
+        self.fn(((blocks or ntiles), 1, 1), (self.threads, 1, 1),
+                (x, np.int32(hin), np.int32(win), wpk, b2, out, np.int32(tiles_x), np.int32(ntiles), np.int32(reps)),
+                shared_mem=self.smem)
+
+
+def check(configs: list[tuple[int, int, int, int]], reps: tuple[int, ...] = (1, 2)) -> bool:
+    """Every config on CHECK_SIZES (random fp16 activations, NaN-poisoned output), against the float64
+    reference; reps 2 as well (the last rep stores: the timing path)."""
+    import cupy as cp
+
+    rng = np.random.default_rng(7)
+    ok = True
+    for cfg in configs:
+        k = DyConv2(*cfg)
+        print(f"{kernel_name(*cfg)}: {k.regs} regs, {k.local} local bytes, {k.smem} B shared")
+        for hz, wz in CHECK_SIZES:
+            x, w2, b2 = wc.random_case(rng, hz, wz)
+            ref = wc.reference(x, w2, b2)
+            dx, dw, db = cp.asarray(x), cp.asarray(wc.pack_weights(w2)), cp.asarray(b2)
+            for r in reps:
+                out = cp.full((hz, wz, 32), np.nan, np.float16)  # poisoned
+                k(dx, dw, db, out, reps=r)
+                got = out.get().astype(np.float64)
+                err = np.abs(got - ref)
+                tol = 2e-3 * np.maximum(1.0, np.abs(ref))  # fp16 output rounding (2^-11) + fp32 sums
+                nan = int(np.count_nonzero(~np.isfinite(got)))
+                good = bool(nan == 0 and np.all(err <= tol))
+                ok &= good
+                print(f"  {hz}x{wz} reps {r}: max abs err {np.nanmax(err):.3g}, max |ref| {ref.max():.3g}, "
+                      f"non-finite {nan}, {'ok' if good else 'FAIL'}")
+    return ok
+
+
+def time_config(cfg: tuple[int, int, int, int], reps: int, mma_reps: list[int]) -> dict:
+    import cupy as cp
+
+    k = DyConv2(*cfg)
+    zt = cfg[0]
+    rng = np.random.default_rng(1)
+    hz, wz = 8 * zt, 64 * 16  # a small frame (L2-resident): 128 tiles
+    x, w2, b2 = wc.random_case(rng, hz, wz)
+    dx, dw, db = cp.asarray(x), cp.asarray(wc.pack_weights(w2)), cp.asarray(b2)
+    out = cp.zeros((hz, wz, 32), np.float16)
+    blocks = math.ceil(wc.POSITIONS_4K / (zt * 64))
+    scale = wc.POSITIONS_4K / (blocks * zt * 64)
+    row = {"kernel": kernel_name(*cfg), "regs": k.regs, "local": k.local, "smem": k.smem, "blocks": blocks,
+           "scale": scale}
+    for r in mma_reps:
+        row[f"ms_reps{r}"] = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r), reps)
+    if len(mma_reps) >= 2:
+        r0, r1 = mma_reps[0], mma_reps[-1]
+        row["ms_per_mma_pass"] = (row[f"ms_reps{r1}"] - row[f"ms_reps{r0}"]) / (r1 - r0)
+        row["tflops_mma_pass"] = 2.0 * wc.POSITIONS_4K * 1600 * 32 / (row["ms_per_mma_pass"] * 1e-3) / 1e12
+    return row
+
+
+def parse_configs(spec: list[str]) -> list[tuple[int, int, int, int]]:
+    out = []
+    for s in spec:
+        v = [int(t) for t in s.split(",")]
+        out.append((v[0], v[1], v[2] if len(v) > 2 else 6, v[3] if len(v) > 3 else 2))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", action="append", default=None, help=f"ZT,NWG[,NACC[,NBUF]] (default {DEFAULT_CONFIGS})")
+    ap.add_argument("--offline", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true", help="do not time wg_conv2<16, 2> beside")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--mma-reps", default="1,3")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    configs = parse_configs(args.config or DEFAULT_CONFIGS)
+    if args.offline:
+        for c in configs:
+            cubin, lowered, log = compile_cubin([kernel_name(*c)], verbose=True)
+            info = [ln.strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln or "C75" in ln]
+            print(f"{kernel_name(*c)}: {len(cubin)} B cubin, shared {shared_bytes(*c)}")
+            for ln in info:
+                print("   ", ln)
+        return
+    failed = args.check and not check(configs)
+    if args.time:
+        mr = [int(v) for v in args.mma_reps.split(",")]
+        rows = [time_config(c, args.reps, mr) for c in configs]
+        if not args.no_baseline:
+            rows.append(wc.time_config(16, 2, 1, args.reps, 0, mr))
+        for r in rows:
+            print(json.dumps(r))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+    if failed:
+        raise SystemExit("reference check failed")
+
+
+if __name__ == "__main__":
+    main()
