@@ -18,6 +18,7 @@ accumulator tiles (5: drain and store after each input row; 6: store a row later
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -68,6 +69,12 @@ def compile_cubin(names: list[str], verbose: bool = False) -> tuple[bytes, dict[
         nvrtc.destroyProgram(prog)
 
 
+@functools.lru_cache(maxsize=None)
+def build(cfg: tuple[int, int, int, int]) -> "DyConv2":
+    """One build per config and process (the check and the timing share it)."""
+    return DyConv2(*cfg)
+
+
 class DyConv2:
     def __init__(self, zt: int, nwg: int, nacc: int, nbuf: int) -> None:
         import cupy as cp
@@ -106,7 +113,7 @@ def check(configs: list[tuple[int, int, int, int]], reps: tuple[int, ...] = (1, 
     rng = np.random.default_rng(7)
     ok = True
     for cfg in configs:
-        k = DyConv2(*cfg)
+        k = build(tuple(cfg))
         print(f"{kernel_name(*cfg)}: {k.regs} regs, {k.local} local bytes, {k.smem} B shared")
         for hz, wz in CHECK_SIZES:
             x, w2, b2 = wc.random_case(rng, hz, wz)
@@ -129,7 +136,7 @@ def check(configs: list[tuple[int, int, int, int]], reps: tuple[int, ...] = (1, 
 def time_config(cfg: tuple[int, int, int, int], reps: int, mma_reps: list[int]) -> dict:
     import cupy as cp
 
-    k = DyConv2(*cfg)
+    k = build(tuple(cfg))
     zt = cfg[0]
     rng = np.random.default_rng(1)
     hz, wz = 8 * zt, 64 * 16  # a small frame (L2-resident): 128 tiles
