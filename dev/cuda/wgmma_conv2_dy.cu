@@ -216,3 +216,180 @@ __global__ void __launch_bounds__(NWG * 128, 1)
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Streaming variant: a warpgroup's input rows pass through a ring of NRING rows in shared memory (cp.async, one
+// row ahead per slot), so a warpgroup's strip can be tall (R output rows, R % 6 == 0) and the A fragments per MMA
+// fall towards 20 / 100 (R + 4 input rows x 20 fragments for 100 R MMAs). Each input row is read only while it is
+// the current row (all 5 tap rows are served from its fragments), so NRING = 2 or 3 rows suffice. A block is NWG
+// jobs, one per warpgroup; job j: output rows 64-column strip j % tiles_x, rows R (j / tiles_x) .. + R - 1.
+// 6 accumulator tiles (output row y: tile y % 6), the row loop unrolled by 6: rows 0..5 (prologue, MMAs of output
+// rows < 0 not issued), 6..R-1 in trips of 6 (all 5 MMAs per fragment), R..R+3 (epilogue, rows >= R not issued).
+// reps > 1 with reload = 0: the later reps do not reload the rows (their MMAs read stale rows: timing only).
+template <int NWG, int NRING>
+struct DySCfg {
+    static constexpr int P = 68;
+    static constexpr int GS = P * 16 + 80;        // plane stride, bytes: = 16 (mod 128), conflict-free writes
+    static constexpr int SLOT = 8 * GS;           // one input row, 8 planes
+    static constexpr int O_W = 0;
+    static constexpr int W_BYTES = 25 * 8 * 512;
+    static constexpr int O_A = O_W + W_BYTES;     // warpgroup g's ring at O_A + g * NRING * SLOT
+    static constexpr int O_B = O_A + NWG * NRING * SLOT;
+    static constexpr int TOTAL = O_B + 128;
+    static constexpr int NT = NWG * 128;
+    static_assert(GS % 128 == 16, "plane stride");
+    static_assert(TOTAL <= 232448, "227 KB of shared memory per block");
+};
+
+__device__ __forceinline__ void dy_cp16(u32 dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void dy_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void dy_cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void dy_bar(int id) { asm volatile("bar.sync %0, 128;" :: "r"(id) : "memory"); }
+
+// copies of input row r (of the job) into ring slot address `slot` by the warpgroup's 128 threads (t = thread
+// index in the warpgroup), then one commit group (empty when the row is past the job's R + 4 or not loaded)
+template <class C>
+__device__ __forceinline__ void dy_row_load(const uint4* __restrict__ in, int Hin, int Win, int yrow, int xcol,
+                                            u32 slot, int t, bool load) {
+    if (load) {
+        const bool rowok = yrow < Hin;
+        for (int e = t; e < C::P * 8; e += 128) {
+            const int g = e & 7, c = e >> 3, x = xcol + c;
+            const bool ok = rowok && x < Win;
+            const uint4* src = ok ? in + ((long long)yrow * Win + x) * 8 + g : in;
+            dy_cp16(slot + g * C::GS + c * 16, src, ok);
+        }
+    }
+    dy_cp_commit();
+}
+
+// One input row rho (compile-time phase TA = rho % 6, ring slot S = rho % NRING): wait for its copies, barrier,
+// start the copies of row rho + NRING - 1, then 20 fragments x the dy in [DY0, DY1] (compile-time).
+template <class C, int NRING, int NBUF, int TA, int S, int DY0, int DY1>
+__device__ __forceinline__ void dy_srow(float (&acc)[6][16], u32 (&a)[NBUF][4], int rho, int R, u32 ring, u32 alane,
+                                        u64 db, const uint4* __restrict__ in, int Hin, int Win, int yin0, int xcol,
+                                        int t, int barid, bool load, const float (&bv)[8], u32* __restrict__ outl,
+                                        int ybase, int x, int Hz, int Wz, bool last) {
+    dy_cp_wait<NRING - 2>();
+    dy_bar(barid);
+    dy_row_load<C>(in, Hin, Win, yin0 + rho + NRING - 1, xcol, ring + ((S + NRING - 1) % NRING) * C::SLOT, t,
+                   load && rho + NRING - 1 < R + 4);
+#pragma unroll
+    for (int k = 0; k < 20; ++k) {  // k = 4 dx + ks
+        const int dx = k >> 2, ks = k & 3, buf = k % NBUF;
+        dy_wait<NBUF - 1>();  // fragment f - NBUF's MMAs (its buffer's readers) retired (none pending at a start)
+        if (k == NBUF - 1 && DY1 >= 0) {
+            // input row rho - 1's MMAs have retired too: output row rho - 5 is complete (stored if rho >= 5)
+            const int tp = (TA + 1) % 6;  // tile of row rho - 5
+            dy_pin(acc[tp]);
+            dy_store(acc[tp], bv, outl, ybase + rho - 5, x, Hz, Wz, last && rho >= 5, 0);
+        }
+        dy_ldmatrix(a[buf], alane + (u32)(S * C::SLOT + dx * 16 + 2 * ks * C::GS));
+        dy_fence();
+        u64 dbf;
+        asm volatile("mov.b64 %0, %1;" : "=l"(dbf) : "l"(db));
+#pragma unroll
+        for (int dy = DY0; dy <= DY1; ++dy) {
+            const u64 b = dbf + (u64)(((dy * 5 + dx) * 8 + 2 * ks) * 32);
+            const int tile = (TA - dy + 6) % 6;
+            if (dy == 0 && k == 0) dy_mma<0>(acc[tile], a[buf], b);
+            else dy_mma<1>(acc[tile], a[buf], b);
+        }
+        dy_commit();
+    }
+}
+
+template <int R, int NWG, int NRING, int NBUF, int DRAIN = 1>
+__global__ void __launch_bounds__(NWG * 128, 1)
+    dy_conv2s(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk,
+              const float* __restrict__ bias, u32* __restrict__ out, int tiles_x, int njobs, int reps, int reload) {
+    typedef DySCfg<NWG, NRING> C;
+    static_assert(R % 6 == 0 && R >= 6, "rows per job: a multiple of the 6-row unroll");
+    static_assert(NRING == 2 || NRING == 3, "ring slots divide the 6-row unroll");
+    static_assert(NBUF == 2 || NBUF == 4, "A buffers divide the 20 fragments of a row");
+    extern __shared__ __align__(128) unsigned char sm[];
+    const int tid = threadIdx.x;
+    const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
+    const int lane = tid & 31, cq = lane & 3, t = tid & 127;
+    const int job = (blockIdx.x * NWG + wg) % njobs, jy = job / tiles_x, jx = job - jy * tiles_x;
+    const int yin0 = jy * R, xcol = jx * 64, Hz = Hin - 4, Wz = Win - 4;
+    const u32 sbase = dy_smem_u32(sm);
+    const u32 ring = sbase + C::O_A + wg * NRING * C::SLOT;
+    // the first NRING - 1 rows of the ring start loading before the weights
+#pragma unroll
+    for (int r = 0; r < NRING - 1; ++r) dy_row_load<C>(in, Hin, Win, yin0 + r, xcol, ring + r * C::SLOT, t, true);
+    {
+        uint4* w = reinterpret_cast<uint4*>(sm + C::O_W);
+        for (int i = tid; i < C::W_BYTES / 16; i += C::NT) w[i] = __ldg(wpk + i);
+        if (tid < 32) reinterpret_cast<float*>(sm + C::O_B)[tid] = __ldg(bias + tid);
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // weights: read by the tensor cores
+    __syncthreads();
+    const u32 alane = ring + (lane >> 4) * C::GS + (16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7)) * 16;
+    const u64 db = dy_desc(sbase + C::O_W, 512u, 128u);
+    float bv[8];
+    {
+        const float* b = reinterpret_cast<const float*>(sm + C::O_B);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            bv[2 * j] = b[8 * j + 2 * cq];
+            bv[2 * j + 1] = b[8 * j + 2 * cq + 1];
+        }
+    }
+    const int x = xcol + 16 * warp + (lane >> 2);
+    u32* outl = out + cq;
+    const int barid = 1 + wg;
+    float acc[6][16];
+#pragma unroll
+    for (int i = 0; i < 6; ++i)
+#pragma unroll
+        for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
+    u32 a[NBUF][4];
+#define DY_ARGS acc, a, rho, R, ring, alane, db, in, Hin, Win, yin0, xcol, t, barid, load, bv, outl, yin0, x, Hz, Wz, last
+#pragma unroll 1
+    for (int rep = 0; rep < reps; ++rep) {
+        const bool last = rep == reps - 1, load = rep == 0 || reload;
+        if (rep > 0) {
+#pragma unroll
+            for (int r = 0; r < NRING - 1; ++r)
+                dy_row_load<C>(in, Hin, Win, yin0 + r, xcol, ring + r * C::SLOT, t, load);
+        }
+        int rho = 0;
+        // rows 0..5: output rows rho - dy >= 0 only; no row to store before rho = 5 (DY1 < 0 would skip: kept
+        // uniform, the store's predicate is off for rho < 5)
+        dy_srow<C, NRING, NBUF, 0, 0 % NRING, 0, 0>(DY_ARGS); rho = 1;
+        dy_srow<C, NRING, NBUF, 1, 1 % NRING, 0, 1>(DY_ARGS); rho = 2;
+        dy_srow<C, NRING, NBUF, 2, 2 % NRING, 0, 2>(DY_ARGS); rho = 3;
+        dy_srow<C, NRING, NBUF, 3, 3 % NRING, 0, 3>(DY_ARGS); rho = 4;
+        dy_srow<C, NRING, NBUF, 4, 4 % NRING, 0, 4>(DY_ARGS); rho = 5;
+        dy_srow<C, NRING, NBUF, 5, 5 % NRING, 0, 4>(DY_ARGS); rho = 6;
+#pragma unroll 1
+        for (; rho < R; rho += 6) {
+            // rho % 6 == 0 here: the phases are compile-time; rho itself only moves addresses
+            const int r0 = rho;
+            rho = r0 + 0; dy_srow<C, NRING, NBUF, 0, 0 % NRING, 0, 4>(DY_ARGS);
+            rho = r0 + 1; dy_srow<C, NRING, NBUF, 1, 1 % NRING, 0, 4>(DY_ARGS);
+            rho = r0 + 2; dy_srow<C, NRING, NBUF, 2, 2 % NRING, 0, 4>(DY_ARGS);
+            rho = r0 + 3; dy_srow<C, NRING, NBUF, 3, 3 % NRING, 0, 4>(DY_ARGS);
+            rho = r0 + 4; dy_srow<C, NRING, NBUF, 4, 4 % NRING, 0, 4>(DY_ARGS);
+            rho = r0 + 5; dy_srow<C, NRING, NBUF, 5, 5 % NRING, 0, 4>(DY_ARGS);
+            rho = r0;
+            if (DRAIN) dy_wait<0>();
+        }
+        // rows R..R+3 (R % 6 == 0): output rows < R only
+        if (DRAIN == 2) dy_wait<0>();
+        rho = R + 0; dy_srow<C, NRING, NBUF, 0, 0 % NRING, 1, 4>(DY_ARGS);
+        rho = R + 1; dy_srow<C, NRING, NBUF, 1, 1 % NRING, 2, 4>(DY_ARGS);
+        rho = R + 2; dy_srow<C, NRING, NBUF, 2, 2 % NRING, 3, 4>(DY_ARGS);
+        rho = R + 3; dy_srow<C, NRING, NBUF, 3, 3 % NRING, 4, 4>(DY_ARGS);
+        dy_wait<0>();
+        dy_pin(acc[(R - 1) % 6]);
+        dy_store(acc[(R - 1) % 6], bv, outl, yin0 + R - 1, x, Hz, Wz, last, 0);
+        dy_cp_wait<0>();
+        dy_bar(barid);  // the ring's last reads done before the next rep's loads
+    }
+#undef DY_ARGS
+}

@@ -32,18 +32,30 @@ from dev.cuda import wgmma_conv2 as wc  # noqa: E402
 
 SOURCE = HERE / "wgmma_conv2_dy.cu"
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
-DEFAULT_CONFIGS = ["8,2,6,2", "8,2,5,2", "8,2,6,3", "10,2,6,2", "10,2,6,3", "8,1,6,3"]
-CHECK_SIZES = ((37, 53), (8, 64), (70, 101), (8, 5), (3, 130), (13, 64), (1, 1))
+DEFAULT_CONFIGS = ["8,2,6,2", "s:24,2,2,2", "s:24,2,3,2", "s:48,2,2,2", "s:24,2,2,4"]
+CHECK_SIZES = ((37, 53), (8, 64), (70, 101), (8, 5), (3, 130), (13, 64), (1, 1), (49, 70))
 
 
-def kernel_name(zt: int, nwg: int, nacc: int, nbuf: int) -> str:
+def kernel_name(zt: int, nwg: int, nacc: int, nbuf: int, stream: int = 0) -> str:
+    """stream = 0: dy_conv2<ZT, NWG, NACC, NBUF> (whole tile in shared memory); 1: dy_conv2s<R, NWG, NRING, NBUF>
+    (rows streamed through a ring; the first field is R, the rows per warpgroup, the third NRING)."""
+    if stream:
+        return f"dy_conv2s<{zt}, {nwg}, {nacc}, {nbuf}, 1>"
     return f"dy_conv2<{zt}, {nwg}, {nacc}, {nbuf}>"
 
 
-def shared_bytes(zt: int, nwg: int, *_: int) -> int:
-    """DyCfg::TOTAL."""
+def shared_bytes(zt: int, nwg: int, nacc: int = 6, nbuf: int = 2, stream: int = 0) -> int:
+    """DyCfg::TOTAL, DySCfg::TOTAL."""
+    if stream:
+        return 25 * 8 * 512 + nwg * nacc * 8 * (68 * 16 + 80) + 128
     g = ((zt + 4) * 68 * 16 + 127) // 128 * 128 + 16
     return 25 * 8 * 512 + 8 * g + 128
+
+
+def positions(cfg: tuple[int, ...]) -> int:
+    """Output positions of one block."""
+    zt, nwg = cfg[0], cfg[1]
+    return zt * 64 * (nwg if len(cfg) > 4 and cfg[4] else 1)
 
 
 def compile_cubin(names: list[str], verbose: bool = False) -> tuple[bytes, dict[str, str], str]:
@@ -70,42 +82,45 @@ def compile_cubin(names: list[str], verbose: bool = False) -> tuple[bytes, dict[
 
 
 @functools.lru_cache(maxsize=None)
-def build(cfg: tuple[int, int, int, int]) -> "DyConv2":
+def build(cfg: tuple[int, ...]) -> "DyConv2":
     """One build per config and process (the check and the timing share it)."""
     return DyConv2(*cfg)
 
 
 class DyConv2:
-    def __init__(self, zt: int, nwg: int, nacc: int, nbuf: int) -> None:
+    def __init__(self, zt: int, nwg: int, nacc: int, nbuf: int, stream: int = 0) -> None:
         import cupy as cp
         import cupy_backends.cuda.api.driver as drv
 
-        self.cfg = (zt, nwg, nacc, nbuf)
-        self.zt = zt
+        self.cfg = (zt, nwg, nacc, nbuf, stream)
+        self.zt, self.nwg, self.stream = zt, nwg, stream
         name = kernel_name(*self.cfg)
         cubin, lowered, self.log = compile_cubin([name], verbose=True)
         self.module = cp.cuda.function.Module()
         self.module.load(cubin)
         self.fn = self.module.get_function(lowered[name])
-        self.smem = shared_bytes(zt, nwg)
+        self.smem = shared_bytes(*self.cfg)
         self.threads = nwg * 128
         drv.funcSetAttribute(self.fn.ptr, drv.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem)
         self.regs = drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_NUM_REGS, self.fn.ptr)
         self.local = drv.funcGetAttribute(drv.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, self.fn.ptr)
 
     def tiles(self, hin: int, win: int) -> tuple[int, int]:
+        """64-column strips, and tiles (dy_conv2) or jobs (dy_conv2s) in all."""
         tiles_x = -(-(win - 4) // 64)
         return tiles_x, tiles_x * -(-(hin - 4) // self.zt)
 
-    def __call__(self, x, wpk, b2, out, blocks: int | None = None, reps: int = 1) -> None:
+    def __call__(self, x, wpk, b2, out, blocks: int | None = None, reps: int = 1, reload: int = 1) -> None:
         hin, win = int(x.shape[0]), int(x.shape[1])
         tiles_x, ntiles = self.tiles(hin, win)
-        self.fn(((blocks or ntiles), 1, 1), (self.threads, 1, 1),
-                (x, np.int32(hin), np.int32(win), wpk, b2, out, np.int32(tiles_x), np.int32(ntiles), np.int32(reps)),
-                shared_mem=self.smem)
+        args = [x, np.int32(hin), np.int32(win), wpk, b2, out, np.int32(tiles_x), np.int32(ntiles), np.int32(reps)]
+        if self.stream:
+            args.append(np.int32(reload))
+            blocks = blocks or -(-ntiles // self.nwg)
+        self.fn(((blocks or ntiles), 1, 1), (self.threads, 1, 1), tuple(args), shared_mem=self.smem)
 
 
-def check(configs: list[tuple[int, int, int, int]], reps: tuple[int, ...] = (1, 2)) -> bool:
+def check(configs: list[tuple[int, ...]], reps: tuple[int, ...] = (1, 2)) -> bool:
     """Every config on CHECK_SIZES (random fp16 activations, NaN-poisoned output), against the float64
     reference; reps 2 as well (the last rep stores: the timing path)."""
     import cupy as cp
@@ -133,34 +148,41 @@ def check(configs: list[tuple[int, int, int, int]], reps: tuple[int, ...] = (1, 
     return ok
 
 
-def time_config(cfg: tuple[int, int, int, int], reps: int, mma_reps: list[int]) -> dict:
+def time_config(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> dict:
     import cupy as cp
 
     k = build(tuple(cfg))
     zt = cfg[0]
     rng = np.random.default_rng(1)
-    hz, wz = 8 * zt, 64 * 16  # a small frame (L2-resident): 128 tiles
+    hz, wz = (4 if k.stream else 8) * zt, 64 * 16  # a small frame (L2-resident): 64 or 128 tiles
     x, w2, b2 = wc.random_case(rng, hz, wz)
     dx, dw, db = cp.asarray(x), cp.asarray(wc.pack_weights(w2)), cp.asarray(b2)
     out = cp.zeros((hz, wz, 32), np.float16)
-    blocks = math.ceil(wc.POSITIONS_4K / (zt * 64))
-    scale = wc.POSITIONS_4K / (blocks * zt * 64)
+    blocks = math.ceil(wc.POSITIONS_4K / positions(cfg))
+    scale = wc.POSITIONS_4K / (blocks * positions(cfg))
     row = {"kernel": kernel_name(*cfg), "regs": k.regs, "local": k.local, "smem": k.smem, "blocks": blocks,
            "scale": scale}
     for r in mma_reps:
-        row[f"ms_reps{r}"] = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r), reps)
+        row[f"ms_reps{r}"] = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r, reload=0), reps)
     if len(mma_reps) >= 2:
         r0, r1 = mma_reps[0], mma_reps[-1]
         row["ms_per_mma_pass"] = (row[f"ms_reps{r1}"] - row[f"ms_reps{r0}"]) / (r1 - r0)
         row["tflops_mma_pass"] = 2.0 * wc.POSITIONS_4K * 1600 * 32 / (row["ms_per_mma_pass"] * 1e-3) / 1e12
+        if k.stream:  # the later passes reload their rows (through the ring, from L2) as a first pass does
+            ms1 = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r1, reload=1), reps)
+            row[f"ms_reps{r1}_reload"] = ms1
+            row["ms_per_pass_with_row_loads"] = (ms1 - row[f"ms_reps{r0}"]) / (r1 - r0)
     return row
 
 
-def parse_configs(spec: list[str]) -> list[tuple[int, int, int, int]]:
+def parse_configs(spec: list[str]) -> list[tuple[int, ...]]:
+    """ "ZT,NWG[,NACC[,NBUF]]" (dy_conv2) or "s:R,NWG[,NRING[,NBUF]]" (dy_conv2s)."""
     out = []
     for s in spec:
-        v = [int(t) for t in s.split(",")]
-        out.append((v[0], v[1], v[2] if len(v) > 2 else 6, v[3] if len(v) > 3 else 2))
+        stream = s.startswith("s:")
+        v = [int(t) for t in s.removeprefix("s:").split(",")]
+        cfg = (v[0], v[1], v[2] if len(v) > 2 else (2 if stream else 6), v[3] if len(v) > 3 else 2)
+        out.append(cfg + (1,) if stream else cfg)
     return out
 
 
@@ -180,7 +202,7 @@ def main() -> None:
         for c in configs:
             cubin, lowered, log = compile_cubin([kernel_name(*c)], verbose=True)
             info = [ln.strip() for ln in log.splitlines() if "registers" in ln or "spill" in ln or "C75" in ln]
-            print(f"{kernel_name(*c)}: {len(cubin)} B cubin, shared {shared_bytes(*c)}")
+            print(f"{kernel_name(*c)}: {len(cubin)} B cubin, shared {shared_bytes(*c)}, {positions(c)} positions a block")
             for ln in info:
                 print("   ", ln)
         return
