@@ -305,11 +305,12 @@ __device__ __forceinline__ void dy_srow(float (&acc)[6][16], u32 (&a)[NBUF][4], 
 template <int R, int NWG, int NRING, int NBUF, int DRAIN = 1>
 __global__ void __launch_bounds__(NWG * 128, 1)
     dy_conv2s(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk,
-              const float* __restrict__ bias, u32* __restrict__ out, int tiles_x, int njobs, int reps, int reload) {
+              const float* __restrict__ bias, u32* __restrict__ out, int tiles_x, int njobs, int reps, int reload,
+              long long* __restrict__ clk) {
     typedef DySCfg<NWG, NRING> C;
     static_assert(R % 6 == 0 && R >= 6, "rows per job: a multiple of the 6-row unroll");
     static_assert(NRING == 2 || NRING == 3, "ring slots divide the 6-row unroll");
-    static_assert(NBUF == 2 || NBUF == 4, "A buffers divide the 20 fragments of a row");
+    static_assert(20 % NBUF == 0 && NBUF >= 2, "A buffers divide the 20 fragments of a row");
     extern __shared__ __align__(128) unsigned char sm[];
     const int tid = threadIdx.x;
     const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = __shfl_sync(0xffffffffu, (tid >> 5) & 3, 0);
@@ -348,6 +349,11 @@ __global__ void __launch_bounds__(NWG * 128, 1)
 #pragma unroll
         for (int k = 0; k < 16; ++k) acc[i][k] = 0.f;
     u32 a[NBUF][4];
+    long long c0 = 0, g0 = 0;
+    if (clk && tid == 0) {  // SM clocks and nanoseconds of the rep loop (block-wide), for clk/MMA
+        c0 = clock64();
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+    }
 #define DY_ARGS acc, a, rho, R, ring, alane, db, in, Hin, Win, yin0, xcol, t, barid, load, bv, outl, yin0, x, Hz, Wz, last
 #pragma unroll 1
     for (int rep = 0; rep < reps; ++rep) {
@@ -392,4 +398,14 @@ __global__ void __launch_bounds__(NWG * 128, 1)
         dy_bar(barid);  // the ring's last reads done before the next rep's loads
     }
 #undef DY_ARGS
+    if (clk) {
+        __syncthreads();
+        if (tid == 0) {
+            long long g1;
+            const long long c1 = clock64();
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g1));
+            clk[2 * blockIdx.x] = c1 - c0;
+            clk[2 * blockIdx.x + 1] = g1 - g0;
+        }
+    }
 }

@@ -32,7 +32,7 @@ from dev.cuda import wgmma_conv2 as wc  # noqa: E402
 
 SOURCE = HERE / "wgmma_conv2_dy.cu"
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
-DEFAULT_CONFIGS = ["8,2,6,2", "s:24,2,2,2", "s:24,2,3,2", "s:48,2,2,2", "s:24,2,2,4"]
+DEFAULT_CONFIGS = ["s:48,2,2,4", "s:48,2,2,2", "s:48,2,2,5", "s:96,2,2,4", "s:24,2,2,4", "8,2,6,2"]
 CHECK_SIZES = ((37, 53), (8, 64), (70, 101), (8, 5), (3, 130), (13, 64), (1, 1), (49, 70))
 
 
@@ -110,12 +110,12 @@ class DyConv2:
         tiles_x = -(-(win - 4) // 64)
         return tiles_x, tiles_x * -(-(hin - 4) // self.zt)
 
-    def __call__(self, x, wpk, b2, out, blocks: int | None = None, reps: int = 1, reload: int = 1) -> None:
+    def __call__(self, x, wpk, b2, out, blocks: int | None = None, reps: int = 1, reload: int = 1, clk=None) -> None:
         hin, win = int(x.shape[0]), int(x.shape[1])
         tiles_x, ntiles = self.tiles(hin, win)
         args = [x, np.int32(hin), np.int32(win), wpk, b2, out, np.int32(tiles_x), np.int32(ntiles), np.int32(reps)]
         if self.stream:
-            args.append(np.int32(reload))
+            args += [np.int32(reload), clk if clk is not None else np.uint64(0)]
             blocks = blocks or -(-ntiles // self.nwg)
         self.fn(((blocks or ntiles), 1, 1), (self.threads, 1, 1), tuple(args), shared_mem=self.smem)
 
@@ -172,7 +172,44 @@ def time_config(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> dict:
             ms1 = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r1, reload=1), reps)
             row[f"ms_reps{r1}_reload"] = ms1
             row["ms_per_pass_with_row_loads"] = (ms1 - row[f"ms_reps{r0}"]) / (r1 - r0)
+            # SM clocks of the rep loop per block (one block per SM): clk/MMA independent of the clock rate and
+            # of the grid's tail; the clock rate from the same blocks' globaltimer
+            cyc = {}
+            for r in (r0, r1):
+                c = cp.zeros(2 * blocks, np.int64)
+                k(dx, dw, db, out, blocks=blocks, reps=r, reload=0, clk=c)
+                c = c.get().reshape(-1, 2).astype(np.float64)
+                cyc[r] = c[:, 0].mean()
+                row[f"ghz_reps{r}"] = c[:, 0].sum() / c[:, 1].sum()
+            mmas = k.nwg * zt * 100  # warpgroup MMAs of a block's pass
+            row["clk_per_mma"] = (cyc[r1] - cyc[r0]) / (r1 - r0) / mmas
     return row
+
+
+def soak_clock(fn, seconds: float = 1.0) -> dict:
+    """Enqueue ~`seconds` of launches of fn (a few ms each), read nvidia-smi's SM clock and power half-way
+    through, then wait: the clock the kernel actually runs at (the clock falls with the power drawn)."""
+    import subprocess
+    import time
+
+    import cupy as cp
+
+    fn()
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    fn()
+    cp.cuda.Device().synchronize()
+    n = max(1, int(seconds / max(time.perf_counter() - t, 1e-4)))
+    for _ in range(n):
+        fn()
+    time.sleep(seconds / 2)
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active",
+                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        q = f"nvidia-smi: {e}"
+    cp.cuda.Device().synchronize()
+    return {"smi_during_soak": q, "soak_launches": n}
 
 
 def parse_configs(spec: list[str]) -> list[tuple[int, ...]]:
@@ -196,6 +233,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--mma-reps", default="1,3")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--soak", type=float, default=0.0, help="seconds of launches per kernel, nvidia-smi's clock read")
     args = ap.parse_args()
     configs = parse_configs(args.config or DEFAULT_CONFIGS)
     if args.offline:
@@ -212,6 +250,22 @@ def main() -> None:
         rows = [time_config(c, args.reps, mr) for c in configs]
         if not args.no_baseline:
             rows.append(wc.time_config(16, 2, 1, args.reps, 0, mr))
+        if args.soak:
+            import cupy as cp
+
+            for c, row in zip(configs + ([None] if not args.no_baseline else []), rows):
+                zt = 16 if c is None else c[0]
+                k = wc.Conv2(16, 2, 1) if c is None else build(tuple(c))
+                x, w2, b2 = wc.random_case(np.random.default_rng(1), (8 if c is None or not c[4:] else 4) * zt,
+                                           512 if c is None else 1024)
+                dx, dw, db = cp.asarray(x), cp.asarray(wc.pack_weights(w2)), cp.asarray(b2)
+                out = cp.zeros((x.shape[0] - 4, x.shape[1] - 4, 32), np.float16)
+                blocks = math.ceil(wc.POSITIONS_4K / (16 * 32 if c is None else positions(c)))
+                r1 = mr[-1]
+                if c is None:
+                    row.update(soak_clock(lambda: k(dx, dw, db, out, blocks=blocks, reps=r1, swap=0), args.soak))
+                else:
+                    row.update(soak_clock(lambda: k(dx, dw, db, out, blocks=blocks, reps=r1, reload=0), args.soak))
         for r in rows:
             print(json.dumps(r))
         if args.json:
