@@ -32,7 +32,7 @@ from dev.cuda import wgmma_conv2 as wc  # noqa: E402
 
 SOURCE = HERE / "wgmma_conv2_dy.cu"
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
-DEFAULT_CONFIGS = ["s:48,2,2,2", "s:48,2,2,5", "s:24,2,2,2", "s:96,2,2,2", "8,2,6,2"]
+DEFAULT_CONFIGS = ["s:48,2,2,2", "s:96,2,2,2", "s:24,2,2,2", "s:48,2,2,5", "8,2,6,2"]
 CHECK_SIZES = ((37, 53), (8, 64), (70, 101), (8, 5), (3, 130), (13, 64), (1, 1), (49, 70))
 
 
@@ -175,6 +175,7 @@ def time_config(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> dict:
            "scale": scale}
     for r in mma_reps:
         row[f"ms_reps{r}"] = scale * wc.time_cupy(lambda: k(dx, dw, db, out, blocks=blocks, reps=r, reload=0), reps)
+    add_pairs(row, mma_reps)
     if len(mma_reps) >= 2:
         r0, r1 = mma_reps[0], mma_reps[-1]
         row["ms_per_mma_pass"] = (row[f"ms_reps{r1}"] - row[f"ms_reps{r0}"]) / (r1 - r0)
@@ -186,7 +187,7 @@ def time_config(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> dict:
             # SM clocks of the rep loop per block (one block per SM): clk/MMA independent of the clock rate and
             # of the grid's tail; the clock rate from the same blocks' globaltimer
             cyc = {}
-            for r in (r0, r1):
+            for r in mma_reps:
                 c = cp.zeros(2 * blocks, np.int64)
                 k(dx, dw, db, out, blocks=blocks, reps=r, reload=0, clk=c)
                 c = c.get().reshape(-1, 2).astype(np.float64)
@@ -194,7 +195,18 @@ def time_config(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> dict:
                 row[f"ghz_reps{r}"] = c[:, 0].sum() / c[:, 1].sum()
             mmas = k.nwg * zt * 100  # warpgroup MMAs of a block's pass
             row["clk_per_mma"] = (cyc[r1] - cyc[r0]) / (r1 - r0) / mmas
+            for ra, rb in zip(mma_reps, mma_reps[1:]):
+                row[f"clk_per_mma_{ra}_{rb}"] = (cyc[rb] - cyc[ra]) / (rb - ra) / mmas
     return row
+
+
+def add_pairs(row: dict, mma_reps: list[int]) -> None:
+    """ms of one MMA pass from each pair of consecutive pass counts: 1 -> 3 has the first pass's loads in both
+    launches, but not equally contended (every block of a 1-pass launch loads at once), 3 -> 5 compares
+    launches whose blocks are equally out of step."""
+    for ra, rb in zip(mma_reps, mma_reps[1:]):
+        if f"ms_reps{ra}" in row and f"ms_reps{rb}" in row:
+            row[f"ms_pass_{ra}_{rb}"] = (row[f"ms_reps{rb}"] - row[f"ms_reps{ra}"]) / (rb - ra)
 
 
 def soak_clock(fn, seconds: float = 1.0) -> dict:
@@ -261,6 +273,7 @@ def main() -> None:
         rows = [time_config(c, args.reps, mr) for c in configs]
         if not args.no_baseline:
             rows.append(wc.time_config(16, 2, 1, args.reps, 0, mr))
+            add_pairs(rows[-1], mr)
         if args.soak:
             import cupy as cp
 
