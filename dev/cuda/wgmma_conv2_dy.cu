@@ -226,6 +226,10 @@ __global__ void __launch_bounds__(NWG * 128, 1)
 // 6 accumulator tiles (output row y: tile y % 6), the row loop unrolled by 6: rows 0..5 (prologue, MMAs of output
 // rows < 0 not issued), 6..R-1 in trips of 6 (all 5 MMAs per fragment), R..R+3 (epilogue, rows >= R not issued).
 // reps > 1 with reload = 0: the later reps do not reload the rows (their MMAs read stale rows: timing only).
+// DRAIN = 1: wgmma.wait_group 0 once per 6-row trip (at the loop's back edge). Without it (DRAIN = 0) ptxas
+// serialises every wgmma (C7514: the stores' reads of a finished tile, while other tiles' MMAs are in flight
+// across the back edge); with it, no note (nvcc 13.0 and NVRTC 12.9, sm_90a). clk (optional): per block, the SM
+// clocks and globaltimer nanoseconds of the rep loop.
 template <int NWG, int NRING>
 struct DySCfg {
     static constexpr int P = 68;

@@ -5,14 +5,22 @@ worth beside wgmma_conv2.cu's wg_conv2 (A and B from shared memory) in the same 
 
     python3 dev/cuda/wgmma_conv2_dy.py --offline         # NVRTC sm_90a build, ptxas -v: registers, notes
     python3 dev/cuda/wgmma_conv2_dy.py --check           # GPU: reference on random data, awkward sizes
-    python3 dev/cuda/wgmma_conv2_dy.py --time --reps 20  # GPU: ms for a 4K frame's worth, + wg_conv2<16, 2>
+    python3 dev/cuda/wgmma_conv2_dy.py --time --reps 20 --mma-reps 1,3,5 --soak 1
+                                                         # GPU: ms for a 4K frame's worth, + wg_conv2<16, 2>
+    python3 dev/cuda/wgmma_conv2_dy.py --once --config s:48,2 --mma-reps 3   # one launch (ncu)
 
-A 4K frame's worth (wgmma_conv2.py): POSITIONS_4K = 10.17 M conv2 positions. Blocks of ZT x 64 positions
-cover that many (ceil; the ms are scaled by POSITIONS_4K / positions computed where ZT x 64 does not
-divide it), each loading its activations from a small L2-resident frame and all of conv2's weights (100 KB)
-into shared memory; --mma-reps 1,3 runs the MMAs 1 and 3 times per load, the difference / 2 is the MMA pass.
-Configs "ZT,NWG,NACC,NBUF": ZT output rows per block, NWG warpgroups (each ZT / NWG rows), NACC rolling
-accumulator tiles (5: drain and store after each input row; 6: store a row later, no drain), NBUF A buffers.
+Configs: "ZT,NWG[,NACC[,NBUF]]": dy_conv2, the whole ZT x 64 tile (+ halo) in shared memory, NWG warpgroups
+of ZT / NWG rows, NACC rolling accumulator tiles (5: drain and store after each input row; 6: store a row
+later, no drain), NBUF A buffers. "s:R,NWG[,NRING[,NBUF]]": dy_conv2s, each warpgroup an R x 64 strip whose
+input rows stream through a ring of NRING rows (R % 6 == 0).
+
+A 4K frame's worth (wgmma_conv2.py): POSITIONS_4K = 10.17 M conv2 positions. Blocks of ZT x 64 (dy_conv2) or
+NWG x R x 64 (dy_conv2s) positions cover that many (ceil; the ms are scaled by POSITIONS_4K / positions
+computed where that does not divide), each loading all of conv2's weights (100 KB) and its activations from
+a small L2-resident frame. --mma-reps 1,3[,5] runs the MMAs 1, 3 (, 5) times per launch; the differences /
+2 are the MMA pass (dy_conv2s: the later passes reload no rows, reload = 0; "with_row_loads": they do).
+dy_conv2s also reports SM clocks per warpgroup MMA from clock64 in the kernel (one block per SM) and the
+clock rate from %globaltimer; --soak reads nvidia-smi's SM clock while a kernel runs for a second.
 """
 
 from __future__ import annotations
