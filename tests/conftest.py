@@ -84,6 +84,19 @@ def nvrtc():
     return nvrtc
 
 
+@pytest.fixture(scope="session")
+def hopper():
+    """Skips unless a compute capability 9.0 GPU is here (wgmma, sm_90a); gives CuPy."""
+    cp = pytest.importorskip("cupy")
+    try:
+        cc = cp.cuda.Device().compute_capability
+    except Exception as e:  # noqa: BLE001 - no usable GPU here
+        pytest.skip(f"no GPU ({type(e).__name__})")
+    if cc != "90":
+        pytest.skip("wgmma needs compute capability 9.0")
+    return cp
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _own_plan_cache(tmp_path_factory: pytest.TempPathFactory):
     """srgpu's plan cache ($XDG_CACHE_HOME/srgpu/plans) in a folder of this test session, for the

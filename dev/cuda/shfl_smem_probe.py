@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # dev/ lies beside the package
+from dev.cuda import nvrtc_sm90a  # noqa: E402
 SOURCE = HERE / "shfl_smem_probe.cu"
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
 NROLE = 6
@@ -68,25 +70,8 @@ CASES = [
 
 
 def compile_cubin(names: list[str]) -> tuple[bytes, dict[str, str]]:
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(SOURCE.read_text(), "shfl_smem_probe.cu", [], [])
-    try:
-        for n in names:
-            nvrtc.addNameExpression(prog, n)
-        try:
-            nvrtc.compileProgram(prog, list(OPTIONS))
-        except nvrtc.NVRTCError:
-            raise SystemExit(f"NVRTC failed:\n{nvrtc.getProgramLog(prog)}") from None
-        log = nvrtc.getProgramLog(prog)
-        log = (log.decode(errors="replace") if isinstance(log, bytes) else log).replace("\0", "")
-        shown = [ln for ln in log.splitlines() if ln.strip() and "C7519" not in ln]
-        if shown:
-            print("\n".join(shown), file=sys.stderr)
-        return nvrtc.getCUBIN(prog), {n: nvrtc.getLoweredName(prog, n) for n in names}
-    finally:
-        nvrtc.destroyProgram(prog)
-
+    cubin, lowered, _ = nvrtc_sm90a.compile_cubin(SOURCE, names, OPTIONS)
+    return cubin, lowered
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # dev/ lies beside the package
+from dev.cuda import nvrtc_sm90a  # noqa: E402
 SOURCE = HERE / "wgmma_conv2.cu"
 POSITIONS_4K = 36 * 64 * 138 * 32  # Z positions of the 60 x 28 tile over 3840 x 2160
 OPTIONS = ("-std=c++17", "-arch=sm_90a")
@@ -44,28 +46,10 @@ def shared_bytes(zt: int, nwg: int, nb: int = 1) -> int:
 
 
 def compile_cubin(names: list[str]) -> tuple[bytes, dict[str, str]]:
-    """NVRTC for sm_90a (CuPy's RawModule appends its own -arch=sm_90, which would reject wgmma):
-    the cubin and the lowered names."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(SOURCE.read_text(), "wgmma_conv2.cu", [], [])
-    try:
-        for n in names:
-            nvrtc.addNameExpression(prog, n)
-        try:
-            nvrtc.compileProgram(prog, list(OPTIONS))
-        except nvrtc.NVRTCError:
-            raise SystemExit(f"NVRTC failed:\n{nvrtc.getProgramLog(prog)}") from None
-        log = nvrtc.getProgramLog(prog)
-        log = (log.decode(errors="replace") if isinstance(log, bytes) else log).replace("\0", "")
-        # ptxas' C7519 notes (an arrive at the loop's back edge) are expected; anything else is shown
-        shown = [ln for ln in log.splitlines() if ln.strip() and "C7519" not in ln]
-        if shown:
-            print("\n".join(shown), file=sys.stderr)
-        return nvrtc.getCUBIN(prog), {n: nvrtc.getLoweredName(prog, n) for n in names}
-    finally:
-        nvrtc.destroyProgram(prog)
-
+    """NVRTC for sm_90a: the cubin and the lowered names (ptxas' C7519 notes, an arrive at the loop's back
+    edge, are expected; anything else is shown)."""
+    cubin, lowered, _ = nvrtc_sm90a.compile_cubin(SOURCE, names, OPTIONS)
+    return cubin, lowered
 
 def pack_weights(w2: np.ndarray) -> np.ndarray:
     """conv2 weights (32 out, 64 in, 5, 5) -> fp16 [tap][channel group][out][8 channels] (the shared layout)."""

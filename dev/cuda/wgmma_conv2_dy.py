@@ -36,6 +36,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # dev/ lies beside the package
+from dev.cuda import nvrtc_sm90a  # noqa: E402
 from dev.cuda import wgmma_conv2 as wc  # noqa: E402
 
 SOURCE = HERE / "wgmma_conv2_dy.cu"
@@ -67,27 +68,10 @@ def positions(cfg: tuple[int, ...]) -> int:
 
 
 def compile_cubin(names: list[str], verbose: bool = False) -> tuple[bytes, dict[str, str], str]:
-    """NVRTC for sm_90a: the cubin, the lowered names and the log (ptxas' -v lines with verbose)."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    prog = nvrtc.createProgram(SOURCE.read_text(), "wgmma_conv2_dy.cu", [], [])
-    try:
-        for n in names:
-            nvrtc.addNameExpression(prog, n)
-        opts = list(OPTIONS) + (["-Xptxas", "-v"] if verbose else [])
-        try:
-            nvrtc.compileProgram(prog, opts)
-        except nvrtc.NVRTCError:
-            raise SystemExit(f"NVRTC failed:\n{nvrtc.getProgramLog(prog)}") from None
-        log = nvrtc.getProgramLog(prog)
-        log = (log.decode(errors="replace") if isinstance(log, bytes) else log).replace("\0", "")
-        notes = [ln for ln in log.splitlines() if ln.strip() and ("C75" in ln or "warning" in ln.lower())]
-        if notes:
-            print("\n".join(notes), file=sys.stderr)
-        return nvrtc.getCUBIN(prog), {n: nvrtc.getLoweredName(prog, n) for n in names}, log
-    finally:
-        nvrtc.destroyProgram(prog)
-
+    """NVRTC for sm_90a: the cubin, the lowered names and the log (ptxas' -v lines with verbose; only its
+    C75xx notes and warnings are shown)."""
+    return nvrtc_sm90a.compile_cubin(SOURCE, names, list(OPTIONS) + (["-Xptxas", "-v"] if verbose else []),
+                                     hidden=("C7519", "ptxas info", "bytes stack frame"))
 
 @functools.lru_cache(maxsize=None)
 def build(cfg: tuple[int, ...]) -> "DyConv2":
