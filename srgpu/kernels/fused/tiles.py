@@ -193,9 +193,10 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
     # First, on compute capability 9.0 only (sm_90a): the fold tile below 108 rows high (112 Z rows: 7 full chunks;
-    # 2160 = 20 x 108, 2,760 blocks, 20.9 waves of 132): 2.83-2.85 ms against 2.87 for 60 rows in three alternating
-    # rounds (H100, 2026-11-24, BENCHMARKS.md "the descriptors in uniform registers"), fewer halo rows and per-tile
-    # prologues; its LR planes take 2.8 KB more shared memory (230,048 bytes).
+    # 2160 = 20 x 108, 2,760 blocks, 20.9 waves of 132; fewer halo rows and per-tile prologues): faster in 6 of 8
+    # alternating rounds over three calls, by 0.6 % on average (2.822-2.875 ms against 2.839-2.872; H100, 2026-11-24,
+    # BENCHMARKS.md "The 9-5-5 fold tile 108 rows high"), a margin within a machine start's spread; its LR planes take
+    # 2.8 KB more shared memory (230,048 bytes).
     # Then the same wgmma tile with the folded conv1 (fold: interior tiles
     # of an exact x2 of integer samples compute conv1 from the LR samples into conv2's A1 window, no bicubic; the 32
     # KiB of phase fragments fit beside the 16-row window with spart 2's three half-row buffers, 227,232 bytes):
