@@ -9,9 +9,9 @@ reference of conv3(ReLU(conv2(x) + b2)) + b3; timed beside dy_conv2s (conv2 only
     python3 dev/cuda/wgmma_conv23_dy.py --time --reps 20 --mma-reps 1,3,5
                                                          # GPU: a 4K frame's worth, + dy_conv2s<48, 2, 2, 2>
 
-Configs "R,NWG[,NRING[,NBUF[,KSUM]]]": R conv2 rows (R - 4 output rows) x 64 columns (60 outputs) per warpgroup
-job, NWG warpgroups, NRING input rows in the ring, NBUF A buffers, KSUM the fragment of a row that does the
-shifted sum.
+Configs "R,NWG[,NRING[,NBUF[,KSUM[,ABL]]]]": R conv2 rows (R - 4 output rows) x 64 columns (60 outputs) per
+warpgroup job, NWG warpgroups, NRING input rows in the ring, NBUF A buffers, KSUM the fragment of a row that does
+the shifted sum; ABL (timing ablation, wrong output): bit 0 no Z GEMM, bit 1 no Z stores, bit 2 no shifted sum.
 
 A 4K frame's worth, counted as dy_conv2s counts it: POSITIONS_4K (wgmma_conv2.py, 10.17 M) conv2 positions, so
 both kernels run the same blocks (ceil(POSITIONS_4K / (NWG R 64))) with the same conv2 MMAs, and the difference
@@ -41,11 +41,12 @@ CHECK_SIZES = ((37, 53), (1, 1), (1, 130), (44, 60), (45, 61), (8, 5), (3, 121),
 OUT_4K = 3840 * 2160
 
 
-def kernel_name(r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10) -> str:
-    return f"dz_conv23s<{r}, {nwg}, {nring}, {nbuf}, 1, {ksum}>"
+def kernel_name(r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10, abl: int = 0) -> str:
+    """abl (timing only): bit 0 no Z GEMM, bit 1 no Z stores, bit 2 no shifted sum."""
+    return f"dz_conv23s<{r}, {nwg}, {nring}, {nbuf}, 1, {ksum}" + (f", {abl}>" if abl else ">")
 
 
-def shared_bytes(r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10) -> int:
+def shared_bytes(r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10, abl: int = 0) -> int:
     """DzCfg::TOTAL."""
     zb = (26 * (6 * 64 + 4) * 4 + 127) // 128 * 128
     return 25 * 8 * 512 + nwg * nring * 8 * (68 * 16 + 80) + 4 * 32 * 16 + nwg * zb + 256
@@ -95,11 +96,11 @@ def build(cfg: tuple[int, ...]) -> "DzConv23":
 
 
 class DzConv23:
-    def __init__(self, r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10) -> None:
+    def __init__(self, r: int, nwg: int, nring: int = 2, nbuf: int = 2, ksum: int = 10, abl: int = 0) -> None:
         import cupy as cp
         import cupy_backends.cuda.api.driver as drv
 
-        self.cfg = (r, nwg, nring, nbuf, ksum)
+        self.cfg = (r, nwg, nring, nbuf, ksum, abl)
         self.r, self.nwg = r, nwg
         name = kernel_name(*self.cfg)
         cubin, lowered, self.log = wd.compile_cubin([name], verbose=True)
@@ -165,6 +166,12 @@ def check(configs: list[tuple[int, ...]], reps: tuple[int, ...] = (1, 2), sizes=
     return ok
 
 
+@functools.lru_cache(maxsize=None)
+def base_row(cfg: tuple[int, ...], reps: int, mma_reps: tuple[int, ...]) -> dict:
+    """dy_conv2s timed once per process and config (an ablation series shares it)."""
+    return wd.time_config(cfg, reps, list(mma_reps))
+
+
 def time_pair(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> list[dict]:
     """dz_conv23s (cfg) and dy_conv2s<R, NWG, NRING, NBUF> on the same number of blocks (a 4K frame's worth of conv2
     positions), each on a small L2-resident frame (dy_conv2s: wgmma_conv2_dy.py's 96 x 1024 conv2 output; dz_conv23s
@@ -172,7 +179,7 @@ def time_pair(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> list[dict
     import cupy as cp
 
     r, nwg, nring, nbuf = cfg[:4]
-    rows = [wd.time_config((r, nwg, nring, nbuf, 1), reps, mma_reps)]
+    rows = [base_row((r, nwg, nring, nbuf, 1), reps, tuple(mma_reps))]
     k = build(tuple(cfg))
     x, w2, b2, w3, b3 = random_case(np.random.default_rng(1), 92, 1020)
     dx, dw, dw3, db = device_args(x, w2, b2, w3, b3)
@@ -214,11 +221,12 @@ def time_pair(cfg: tuple[int, ...], reps: int, mma_reps: list[int]) -> list[dict
 
 
 def parse_configs(spec: list[str]) -> list[tuple[int, ...]]:
-    """ "R,NWG[,NRING[,NBUF[,KSUM]]]"."""
+    """ "R,NWG[,NRING[,NBUF[,KSUM[,ABL]]]]" (ABL only where non-zero)."""
     out = []
     for s in spec:
         v = [int(t) for t in s.split(",")]
-        out.append(tuple(v) + (2, 2, 10)[len(v) - 2:])
+        c = tuple(v) + (2, 2, 10)[len(v) - 2:]
+        out.append(c if len(c) == 5 or c[5] else c[:5])
     return out
 
 
@@ -244,7 +252,12 @@ def main() -> None:
     failed = args.check and not check(configs)
     if args.time:
         mr = [int(v) for v in args.mma_reps.split(",")]
-        rows = [row for c in configs for row in time_pair(c, args.reps, mr)]
+        rows, seen = [], set()
+        for c in configs:
+            for row in time_pair(c, args.reps, mr):
+                if row["kernel"].startswith("dz") or row["kernel"] not in seen:
+                    rows.append(row)
+                    seen.add(row["kernel"])
         for r in rows:
             print(json.dumps(r))
         if args.json:

@@ -489,7 +489,9 @@ __device__ __forceinline__ void dz_stg(float* p, float v, bool ok) {
                  :: "l"(p), "f"(v), "r"((u32)ok) : "memory");
 }
 
-template <int ZPS, int KSUM, int DW3>
+// ABL (timing ablation only, 0 = the consumer): bit 0 no Z GEMM (the conv2 values are stored as Z), bit 1 no Z
+// stores, bit 2 no shifted sum
+template <int ZPS, int KSUM, int DW3, int ABL = 0>
 struct DzCons {
     const float (&bv)[8];  // b2 at this lane's channel pairs (as dy_store)
     u32 a3[2][4];          // A2 of the ready row: the Z GEMM's A, K-steps 0, 1
@@ -517,6 +519,7 @@ struct DzCons {
     // after the fragment's wgmma.fence (which also covers a3's writes)
     template <int TA>
     __device__ __forceinline__ void issue(float (&d)[16]) {
+        if (ABL & 1) return;
         u64 b;
         asm volatile("mov.b64 %0, %1;" : "=l"(b) : "l"(db));
         b += (u64)(DW3 >> 4);
@@ -526,6 +529,7 @@ struct DzCons {
     // Z (the tile d, retired) into ring row SL
     template <int SL>
     __device__ __forceinline__ void zstore(const float (&d)[16]) {
+        if (ABL & 2) return;
         u32 zs;  // opaque: otherwise the 8 addresses per ring row are hoisted out of the row loop (registers)
         asm volatile("mov.b32 %0, %1;" : "=r"(zs) : "r"(zst));
 #pragma unroll
@@ -541,6 +545,7 @@ struct DzCons {
     // output row o (of the job) from Z ring rows S0 .. S0 + 4 (mod 6)
     template <int S0>
     __device__ __forceinline__ void sum(int o) {
+        if (ABL & 4) return;
         float s = 0.f;
         u32 zl;  // opaque, as in zstore
         asm volatile("mov.b32 %0, %1;" : "=r"(zl) : "r"(zld));
@@ -571,7 +576,7 @@ struct DzCons {
 // [4][32][8] fp16; bias: b2 (32) then b3; out: (Hin - 8, Win - 8) fp32. tiles_x = ceil((Win - 8) / 60), njobs =
 // tiles_x * ceil((Hin - 8) / (R - 4)); block b: jobs (b NWG + g) % njobs. reps, reload, clk: as dy_conv2s (the
 // consumer runs on every pass; only the last stores).
-template <int R, int NWG, int NRING, int NBUF, int DRAIN = 1, int KSUM = 10>
+template <int R, int NWG, int NRING, int NBUF, int DRAIN = 1, int KSUM = 10, int ABL = 0>
 __global__ void __launch_bounds__(NWG * 128, 1)
     dz_conv23s(const uint4* __restrict__ in, int Hin, int Win, const uint4* __restrict__ wpk,
                const uint4* __restrict__ w3pk, const float* __restrict__ bias, float* __restrict__ out, int tiles_x,
@@ -613,7 +618,7 @@ __global__ void __launch_bounds__(NWG * 128, 1)
     const int zcol = 16 * warp + (lane & 15), ocol = xcol + zcol, Hout = Hin - 8, Wout = Win - 8;
     // output rows o < olim_all of the job are this lane's to store (lanes 0..15, columns < 60 and in the frame)
     const int olim_all = (lane < 16 && zcol < 60 && ocol < Wout) ? max(0, min(R - 4, Hout - yin0)) : 0;
-    DzCons<C::ZPS, KSUM, C::O_W3 - C::O_W> cons{bv, {}, db, zring + (u32)((16 * warp + (lane >> 2)) * 4),
+    DzCons<C::ZPS, KSUM, C::O_W3 - C::O_W, ABL> cons{bv, {}, db, zring + (u32)((16 * warp + (lane >> 2)) * 4),
                                               zring + (u32)(zcol * 4), lane >> 4, cq, bsm[32],
                                               out + (long long)yin0 * Wout + (olim_all ? ocol : 0), Wout, 0};
     const int barid = 1 + wg;
