@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
 from dev.cuda import wgmma_conv2_dy as wd  # noqa: E402
+from dev.cuda import wgmma_conv23_dy as wz  # noqa: E402
 
 
 def test_dy_prototype_shared_size() -> None:
@@ -21,9 +22,11 @@ def test_dy_prototype_shared_size() -> None:
     assert wd.positions((48, 2, 2, 2, 1)) == 48 * 64 * 2 and wd.positions((8, 2, 6, 2)) == 8 * 64
 
 
-@pytest.mark.parametrize("cfg", [(8, 2, 6, 2), (48, 2, 2, 2, 1)])
-def test_dy_prototype_builds_for_sm90a(nvrtc, cfg) -> None:
-    cubin, lowered, log = wd.compile_cubin([wd.kernel_name(*cfg)], verbose=True)
+# conv2 alone (dy_conv2, dy_conv2s) and with the rest of the consumer (dz_conv23s, wgmma_conv23_dy.py)
+@pytest.mark.parametrize("name", [wd.kernel_name(8, 2, 6, 2), wd.kernel_name(48, 2, 2, 2, 1),
+                                  wz.kernel_name(48, 2, 2, 2, 10), wz.kernel_name(12, 2, 2, 4, 10)])
+def test_dy_prototypes_build_for_sm90a(nvrtc, name) -> None:
+    cubin, lowered, log = wd.compile_cubin([name], verbose=True)
     assert cubin and all(lowered.values())
     if "registers" in log:  # CUDA 12.9's NVRTC passes ptxas -v on; CUDA 13's leaves the log empty
         assert " 0 bytes spill stores" in log
