@@ -223,7 +223,8 @@ def test_wgmma_conv2_tiles(cp) -> None:
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
     model = MODELS["9-5-5"]
-    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.wg]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5)
+               if c.wg and not c.rows]
     assert configs
     rng = np.random.default_rng(61)
     cases = [(np.uint8, lr, hr) for lr, hr in CASES] + [(np.uint8, (77, 101), (154, 202)), (np.uint8, (31, 61), (62, 122)),
@@ -267,7 +268,7 @@ def test_wgmma_fold_tiles(cp, arch: str) -> None:
     model = MODELS[arch]
     f2 = model.f2
     configs = [c for c in fused.candidate_configs("fp16-fast", f2) + not_offered_configs("fp16-fast", f2)
-               if c.wg and c.fold]
+               if c.wg and c.fold and not c.rows]
     assert configs
     rng = np.random.default_rng(67)
     cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
@@ -305,6 +306,65 @@ def test_wgmma_fold_tiles(cp, arch: str) -> None:
             near = 1 if f2 == 1 or dtype == np.uint8 else 4
             assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= near, (cfg.label, lr_shape)
         assert folded > 0, cfg.label
+
+
+def test_row_streamed_tiles(cp) -> None:
+    """The row-streamed 9-5-5 tiles (fused_rows.cu: producer warpgroups stream conv1's rows to a consumer warpgroup;
+    sm_90a, compute capability 9.0 only): raw output against the CPU reference on awkward sizes (1x1, every border,
+    a frame of several tile rows with a short last one, x3, a non-integer ratio) and on exact x2 frames whose
+    interior tiles take the fold path, 8- and 10-bit, raw output poisoned with NaN; 8-bit output with two poisons
+    equal and within one level of the reference (the accuracy bar), within one 8-bit level of the offered
+    mma.sync tile; a batch of planes in one launch as each alone; float input clipped to [0, 1]."""
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = MODELS["9-5-5"]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.rows]
+    assert configs
+    base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for("fp16-fast", 5))
+    rng = np.random.default_rng(83)
+    cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
+    for dtype, lr_shape, out_shape in ([(np.uint8, lr, hr) for lr, hr in CASES]
+                                       + [(np.uint8, (135, 240), (270, 480)), (np.uint16, (135, 240), (270, 480)),
+                                          (np.uint8, (150, 64), (300, 128)), (np.uint8, (77, 101), (154, 202)),
+                                          (np.uint16, (45, 38), (135, 114))]):
+        plane = random_plane(lr_shape, dtype, rng)
+        cases.append((dtype, lr_shape, out_shape, plane,
+                      fused.reference(plane, out_shape, max_value(dtype), model, raw=True),
+                      fused.reference(plane, out_shape, max_value(dtype), model)))
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        folded = 0
+        for dtype, lr_shape, out_shape, plane, ref_raw, ref8 in cases:
+            folded += net.fold_tiles(lr_shape, out_shape)
+            raw = _raw(cp, net, plane, out_shape)
+            err = float(np.max(np.abs(raw - ref_raw)))
+            top = np.iinfo(dtype).max
+            outs = [net.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, v, dtype)).get()
+                    for v in (0, top)]
+            mine = base.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 0, dtype)).get()
+            frac, worst = fused.agreement(outs[0], ref8)
+            worst_base = fused.agreement(mine, ref8)[1]
+            print(f"{net.name} {np.dtype(dtype).name} {lr_shape}->{out_shape}: {net.fold_tiles(lr_shape, out_shape)} "
+                  f"fold tiles, raw err {err:.3g}, {frac:.4%} equal to the reference (max {worst} levels; mma.sync "
+                  f"tile {worst_base}), {float(np.mean(outs[0] == mine)):.4%} equal to it")
+            assert not np.isnan(raw).any() and err <= 1e-2, (cfg.label, lr_shape, err)
+            assert np.array_equal(outs[0], outs[1]), (cfg.label, lr_shape)
+            assert worst <= max(1 if dtype == np.uint8 else worst_base, worst_base), (cfg.label, lr_shape, worst)
+            near = 1 if dtype == np.uint8 else 4  # 10-bit levels are 4x finer (the fold reads exact samples)
+            assert int(np.max(np.abs(outs[0].astype(np.int64) - mine))) <= near, (cfg.label, lr_shape)
+        assert folded > 0, cfg.label
+        planes = np.stack([random_plane((101, 97), np.uint8, rng) for _ in range(3)])
+        alone = [net.run(cp.asarray(p), (202, 194), 255).get() for p in planes]
+        out = cp.full((4, 202, 194), 7, dtype=np.uint8)
+        net.run(cp.asarray(planes), (202, 194), 255, out=out[:3])
+        got = out.get()
+        assert (got[3] == 7).all(), (cfg.label, "wrote past the batch")
+        for i in range(3):
+            np.testing.assert_array_equal(got[i], alone[i], err_msg=f"{cfg.label}: plane {i} of a batch")
+        fplane = random_plane((30, 41), np.float32, rng)
+        fout = net.run(cp.asarray(fplane), (60, 82), 1.0, out=cp.full((60, 82), np.nan, np.float32)).get()
+        fref = fused.reference(fplane, (60, 82), 1.0, model)
+        assert fout.min() >= 0 and fout.max() <= 1 and float(np.max(np.abs(fout - fref))) <= 1e-2, cfg.label
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:
@@ -549,7 +609,7 @@ def test_a_damaged_sm90a_cubin_is_built_again(cp, tmp_path: Path, monkeypatch: p
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
     monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
-    cfg = next(c for c in fused.candidate_configs("fp16-fast", 5) if c.wg)
+    cfg = next(c for c in fused.candidate_configs("fp16-fast", 5) if c.wg and not c.rows)
     model = MODELS["9-5-5"]
     plane = random_plane((37, 53), np.uint8, np.random.default_rng(71))
     want = fused.reference(plane, (74, 106), 255, model)

@@ -118,7 +118,7 @@ class FusedSRCNN:
             if cfg.kernel == "fp32":
                 packed, self.fold_exponent = pack_fp32(model, cfg.fold), 0
             else:
-                packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold, cfg.wg)
+                packed, self.fold_exponent = pack_tc(model, cfg.split, cfg.fold, cfg.wg, cfg.rows)
             expect = int(v[7])
             if packed.size != expect or self.layout.shared_bytes != shared_bytes(cfg, f2):
                 raise EngineError(f"{self.name}: host and kernel layouts disagree ({packed.size} vs {expect} weight "

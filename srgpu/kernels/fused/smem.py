@@ -11,6 +11,8 @@ from .tiles import FusedConfig
 def shared_bytes(cfg: FusedConfig, f2: int) -> int:
     """Shared memory of an instantiation, mirroring FfmaCfg / TcCfg (checked against the device's
     layout kernel in the GPU tests)."""
+    if cfg.rows:
+        return rows_shared_bytes(cfg.th, cfg.r)
     h2 = f2 // 2
     cz = cfg.r + 4
     pz = cdiv(cz * cfg.rw, 32) * 32 + 4
@@ -41,3 +43,17 @@ def shared_bytes(cfg: FusedConfig, f2: int) -> int:
         if cfg.wg and f2 == 1:  # conv2's and the Z GEMM's weights once more, in wgmma's layout (TcCfg O_W2G, O_W3G)
             fold_path += 64 * 32 // 2 + 32 * 32 // 2
     return 4 * (common + max(bicubic_path, fold_path) + 25 * pz)
+
+
+def rows_shared_bytes(th: int, slots: int) -> int:
+    """fused_rows.cu RowsCfg<th, slots>::TOTAL * 4: conv2's and W3's weights (wgmma layouts), biases, the larger of
+    the bicubic path's (conv1 fragments, Y planes) and the fold path's inputs (phase fragments, LR planes), the A1 ring,
+    the Z ring (26 planes x 6 rows) and the output staging rows."""
+    weights = 25 * 4 * 2 * 32 * 4 + 2 * 2 * 32 * 4 + 100
+    py0 = (th + 16) * 40
+    lr0 = ((th + 7) // 2 + 9) * 22
+    bicubic_path = 6 * 4 * 32 * 4 + 2 * (py0 + (48 - py0 % 32) % 32)
+    fold_path = 4 * 4 * 4 * 32 * 4 + 2 * (lr0 + (48 - lr0 % 32) % 32)
+    a1 = cdiv(weights + max(bicubic_path, fold_path), 32) * 32
+    ring = slots * 8 * (68 * 16 + 80) // 4
+    return 4 * (a1 + ring + 26 * (6 * 64 + 4) + 6 * 64)

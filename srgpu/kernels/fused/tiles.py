@@ -27,7 +27,10 @@ class FusedConfig:
     built for sm_90a and offered on compute capability 9.0 only (fp16-fast, f2 = 5, stream with
     spart 1, or 2 through three buffers, with ``fold`` its fold blocks' conv1 reading the LR samples into
     conv2's A1 window; or f2 = 1 fold tiles, whose fold blocks run conv1, conv2 and the Z GEMM on wgmma
-    with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once)."""
+    with A from registers, ``mb2`` jobs of 64 positions per warpgroup at once). ``rows`` (with ``wg`` and ``fold``,
+    9-5-5 only): the row-streamed tile of fused_rows.cu instead, ``th`` rows x 60 columns, conv1 by two producer
+    warpgroups into a ring of ``r`` A1 rows, conv2 (A from registers, reused over the tap rows), the Z GEMM and
+    conv3 by one consumer warpgroup; ``nt`` 384."""
 
     kernel: str
     split: bool
@@ -43,12 +46,15 @@ class FusedConfig:
     minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
     wg: bool = False  # 'tc': conv2 on the warpgroup MMA (sm_90a)
+    rows: bool = False  # with wg, 9-5-5: the row-streamed tile (fused_rows.cu); r: its A1 ring slots
 
     @property
     def arithmetic(self) -> Arithmetic:
         return "fp32" if self.kernel == "fp32" else "fp16" if self.split else "fp16-fast"
 
     def kernel_name(self, f2: int) -> str:
+        if self.rows:
+            return f"fused_tc_rows<{self.th}, {self.r}>"
         if self.kernel == "fp32":
             return f"fused_fp32<{f2}, {self.th}, {self.rw}, {self.r}, {self.nt}, {self.p}, {'true' if self.fold else 'false'}>"
         return (f"fused_tc<{f2}, {'true' if self.split else 'false'}, {self.th}, {self.rw}, {self.r}, "
@@ -64,11 +70,13 @@ class FusedConfig:
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
+        if self.rows:
+            return self.kernel_name(f2).replace("fused_tc_rows<", "fused_tc_rows_layout<")
         return self.kernel_name(f2).replace("fused_fp32<", "fused_fp32_layout<").replace("fused_tc<", "fused_tc_layout<")
 
     @property
     def source(self) -> str:
-        return "fused_fp32.cu" if self.kernel == "fp32" else "fused_tc.cu"
+        return "fused_fp32.cu" if self.kernel == "fp32" else "fused_rows.cu" if self.rows else "fused_tc.cu"
 
     @property
     def arch(self) -> str | None:
@@ -85,7 +93,7 @@ class FusedConfig:
                 ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
         # minb / spart only where set: earlier tiles keep their params (cached plans, labels)
         return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0),
-                                                   ("wg", int(self.wg), 0)) if v != d)
+                                                   ("wg", int(self.wg), 0), ("rows", int(self.rows), 0)) if v != d)
 
     @property
     def label(self) -> str:
@@ -93,7 +101,8 @@ class FusedConfig:
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
         part = f"/{self.spart} pipe" if self.spart else ""
         return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
-                + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else ""))
+                + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else "")
+                + (" rows" if self.rows else ""))
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
@@ -109,6 +118,9 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         base.pop("minb", None)
         base.pop("spart", None)
         base.pop("wg", None)
+        base.pop("rows", None)
+    if params.get("rows"):  # the row-streamed tile: one MMA block per producer warp, no streamed weights
+        base.update(stream=0, mb1=1, mb2=1)
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
@@ -123,7 +135,15 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
-    if base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
+    base["rows"] = bool(base.get("rows", False))
+    if base["rows"]:  # fused_rows.cu RowsCfg
+        if (arithmetic != "fp16-fast" or f2 != 5 or not base["wg"] or not base["fold"] or base["stream"] or base["spart"]
+                or base["minb"] != 1 or base["rw"] != 64 or base["nt"] != 384 or base["r"] not in (2, 3)
+                or base["th"] < 8 or base["th"] % 2 or (base["th"] + 4) % 6 or base["mb1"] != 1
+                or base["mb2"] != 1):
+            raise ValueError("rows (the row-streamed 9-5-5 tile) is built for fp16-fast with wg and fold, rw 64, nt 384, "
+                             "mb1 = mb2 = 1, no stream, r (A1 ring slots) 2 or 3, th even with th + 4 a multiple of 6")
+    elif base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
         if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
                 or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
             raise ValueError("wg for 9-1-5 (the fold chain on wgmma) is built for fp16-fast fold tiles with rw 64, r a "
