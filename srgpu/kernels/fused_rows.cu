@@ -17,7 +17,7 @@
 // the 25 Z values per position to a Z ring of 6 rows; output row rho - 10 = b3 + the shifted sum of Z rows
 // rho - 10 .. rho - 6 (the replicate border: columns clamped by per-lane load bases; Z rows above and below the
 // frame hold copies of its first and last rows, RowsCons::zstore).
-// Warpgroups 1, 2, the producers (setmaxnreg 136): conv1 of A1 row rho into ring slot rho % NS (mma.sync, one
+// Warpgroups 1, 2, the producers (setmaxnreg 128): conv1 of A1 row rho into ring slot rho % NS (mma.sync, one
 // 16-position block per warp): from the LR samples through the phase filters on fold blocks (as
 // tc_conv1_ring_fold), otherwise from the bicubic tile (as tc_conv1_ring), each position computed at its clamped
 // frame position (the replicate border of A1). Named barriers: FULL[s] (producers arrive, the consumer waits),
@@ -378,8 +378,10 @@ __global__ void __launch_bounds__(384, 1) fused_tc_rows(FUSED_PARAMS, const u32*
         if (a.out_mode == OUT_BICUBIC) return;  // the host asks the fp32 kernel for that
     }
     u32* ring = smw + C::O_A1;
+    // registers: the block holds 384 x 168 (the launch bound); setmaxnreg moves them within that pool, 128 x 240 for
+    // the consumer and 256 x 128 for the producers (63,488 of 64,512: more and the consumer's request never returns)
     if (tid >= 128) {  // ---------------- producers: conv1, one A1 row at a time, 8 warps x one 16-position block
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 136;\n" ::: "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 128;\n" ::: "memory");
         const int pw = (tid - 128) >> 5, pc = tid - 128;
         const int nblk = folding ? 6 : 5;
         const float* stage = reinterpret_cast<const float*>(smw + C::O_OUT);
