@@ -20,7 +20,13 @@ where ``src`` is the (h, w) low-resolution device plane (uint8/uint16 samples ag
 ``max_value``, or float32 in [0, 1]) and ``run`` writes the SRCNN output (bicubic upscale + 3
 layers), converted exactly as the layer-wise plan's last step does (srgpu.kernels.quantize), into
 ``out``, the (H, W) device plane of the same dtype, on ``stream``. Raising EngineError from either
-removes that backend from the choice.
+removes that backend from the choice. A backend may also define
+
+    fused_build_pending(arithmetic, params, model) -> bool
+
+True for a tile whose kernel is slow to build and not built yet: the quick choice passes over it (the backend
+builds it meanwhile, for a later run) and the plan it takes instead is not cached, so that the next run chooses
+again.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class TuneResult:
     stages_ms: dict[str, float] = field(default_factory=dict)  # layer-wise: bicubic, each layer, quantize
     cache_path: Path | None = None
     layerwise: Plan | None = None  # the best layer-wise plan (= plan unless a fused one won)
+    provisional: bool = False  # a better-ranked tile was still building: not cached, chosen again next run
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ class Tuner:
 
     def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan:
         result = (measure if self.full else choose)(engine, lr_shape, hr_shape, bits, log=self.log)
-        save_cached(result.key, result.plan, result.timings, engine.options.cache_dir)
+        if not result.provisional:
+            save_cached(result.key, result.plan, result.timings, engine.options.cache_dir)
         return result.plan
 
 
@@ -92,15 +100,21 @@ def choose(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, in
            log: Callable[[str], None] | None = None) -> TuneResult:
     """The quick choice: the first tile, in ARITHMETIC_RANK and tile order, of an arithmetic the
     engine's precision allows at ``bits`` that compiles and passes its self-check; timed against
-    the default layer-wise plan when it is fp32 (or when no fused tile runs)."""
+    the default layer-wise plan when it is fp32 (or when no fused tile runs). A tile still building in the
+    background (``fused_build_pending``) is passed over, and the result is then provisional."""
     log = log or (lambda s: None)
     lr_shape, hr_shape = tuple(lr_shape), tuple(hr_shape)
     allowed = arithmetics_for(engine.precision, bits)
     timings: list[Timing] = []
     chosen: Plan | None = None
+    pending = False
     with engine.device, engine.stream:
         for arithmetic in (a for a in ARITHMETIC_RANK if a in allowed):
             for choice in _fused_choices(engine, (arithmetic,), log):
+                if _build_pending(engine, choice):
+                    pending = True
+                    log(f"network fused {choice.label}: building in the background, for a later run")
+                    continue
                 plan = _timed_fused(engine, choice, lr_shape, hr_shape, bits, timings, log)
                 if plan is not None:
                     chosen = plan
@@ -115,7 +129,18 @@ def choose(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, in
             if chosen is None or chosen.ms is None or ms < chosen.ms:
                 chosen = Plan("layerwise", layerwise.layers, None, ms, "quick")
     key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision, bits)
-    return TuneResult(key, chosen, tuple(timings))
+    return TuneResult(key, chosen, tuple(timings), provisional=pending)
+
+
+def _build_pending(engine: GPUEngine, choice: FusedChoice) -> bool:
+    """The backend's fused_build_pending for ``choice`` (False for a backend without one)."""
+    pending = getattr(importlib.import_module(choice.backend), "fused_build_pending", None)
+    if pending is None:
+        return False
+    try:
+        return bool(pending(choice.arithmetic, dict(choice.params), engine.model))
+    except Exception:  # noqa: BLE001 - no compiler to ask: the tile's own compile then reports what is wrong
+        return False
 
 
 def _fused_choices(engine: GPUEngine, arithmetics: tuple[Arithmetic, ...],

@@ -69,3 +69,36 @@ def test_host_layout_agrees_with_rowscfg(nvrtc) -> None:
         nvrtc.destroyProgram(prog)
     too_tall = fused.config_for("fp16-fast", 5, **dict(OK, th=128))
     assert fused.shared_bytes(too_tall, 5) > 227 * 1024  # RowsCfg's static_assert refuses it
+
+
+def test_the_rows_tile_is_offered_first_on_hopper_and_built_in_the_background(nvrtc, monkeypatch, tmp_path) -> None:
+    """The rows tile leads the fp16-fast 9-5-5 tiles on compute capability 9.0 (only there), and is slow to build:
+    fused_build_pending starts its build in the background while its cubin is not on disk (once), and says the tile
+    is ready once the cubin and its name index are there. Tiles quick to build are never pending."""
+    import dataclasses
+
+    from srgpu.kernels import build
+    from srgpu.kernels.fused import hook
+    from srgpu.kernels.launch import H100_LIMITS
+
+    model = random_model("9-5-5", seed=2)
+    first = hook.fused_candidates(model, H100_LIMITS, ["fp16-fast"])[0]
+    assert first.rows and first.slow_build
+    ada = dataclasses.replace(H100_LIMITS, name="a GPU of compute capability 8.9", compute_capability="8.9")
+    assert not any(c.rows for c in hook.fused_candidates(model, ada, ["fp16-fast"]))
+    assert not fused.config_for("fp16-fast", 5).rows  # the portable default
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    started: list[tuple] = []
+    monkeypatch.setattr(hook, "build_in_background", lambda *a: started.append(a))
+    params = dict(first.params)
+    assert hook.fused_build_pending("fp16-fast", params, model)
+    assert started == [(first.source, [first.kernel_name(5), first.layout_name(5)], "sm_90a")]
+    other = hook.fused_candidates(model, H100_LIMITS, ["fp16-fast"])[1]
+    assert not other.slow_build and not hook.fused_build_pending("fp16-fast", dict(other.params), model)
+    names = tuple(sorted({first.kernel_name(5), first.layout_name(5)}))
+    cubin, index, _ = build._arch_cache_paths(load_source(first.source), names, "sm_90a")
+    cubin.write_bytes(b"built")
+    assert hook.fused_build_pending("fp16-fast", params, model)  # no name index yet: not a finished build
+    index.write_text("{}")
+    assert not hook.fused_build_pending("fp16-fast", params, model)
+    assert len(started) == 2

@@ -23,9 +23,7 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # tiles.CANDIDATES): at 8-row chunks (spart 1 fits there), 3.22-3.27 ms against 2.84 for the offered fold tile
     # (H100, 2026-11-24, BENCHMARKS.md "Issue 17: the folded conv1 on 9-5-5's wgmma tile"); one MMA block per warp
     # job in conv1 (mb1 1)
-    # (issue 17) the row-streamed tile (fused_rows.cu, FusedConfig.rows): being measured
-    ("fp16-fast", 5): [dict(th=110, rw=64, r=3, nt=384, mb1=1, mb2=1, fold=1, wg=1, rows=1),
-                       dict(th=60, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=1, fold=1, wg=1),
+    ("fp16-fast", 5): [dict(th=60, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=1, fold=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=1, mb2=4, stream=1, spart=2, fold=1, wg=1),
                        dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1),
                        dict(th=64, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2),

@@ -179,6 +179,17 @@ def _cubin_cache_dir() -> Path:
     return Path(os.environ.get("CUPY_CACHE_DIR", Path.home() / ".cupy" / "kernel_cache"))
 
 
+def _arch_cache_paths(code: str, names: Sequence[str], arch: str) -> tuple[Path, Path, list[str]]:
+    """The cubin and name-index paths :func:`compile_for_arch` keeps a build under (by source, options, names and
+    NVRTC version), and the options."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    options = [*COMPILE_OPTIONS, f"-arch={arch}"]
+    digest = hashlib.sha256("\0".join([code, *options, *names, str(nvrtc.getVersion())]).encode()).hexdigest()[:32]
+    folder = _cubin_cache_dir()
+    return folder / f"srgpu_{digest}.cubin", folder / f"srgpu_{digest}.json", options
+
+
 def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str,
                      fresh: bool = False) -> tuple[Path, dict[str, str]]:
     """NVRTC straight to a cubin for ``arch`` (e.g. ``"sm_90a"``; CuPy's RawModule would add its own
@@ -187,10 +198,8 @@ def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str,
     NVRTC's log on a compile error."""
     from cupy_backends.cuda.libs import nvrtc
 
-    options = [*COMPILE_OPTIONS, f"-arch={arch}"]
-    digest = hashlib.sha256("\0".join([code, *options, *names, str(nvrtc.getVersion())]).encode()).hexdigest()[:32]
-    folder = _cubin_cache_dir()
-    path, index = folder / f"srgpu_{digest}.cubin", folder / f"srgpu_{digest}.json"
+    path, index, options = _arch_cache_paths(code, names, arch)
+    folder = path.parent
     if not fresh and path.is_file() and index.is_file():
         try:
             lowered = json.loads(index.read_text())
@@ -217,6 +226,35 @@ def compile_for_arch(code: str, filename: str, names: Sequence[str], arch: str,
     text = json.dumps(lowered).encode()
     replace_atomically(index, lambda f: f.write(text))
     return path, lowered
+
+
+def built_for_arch(filename: str, names: Sequence[str], arch: str) -> bool:
+    """Whether :func:`compile_kernels` would find these kernels' ``arch`` cubin on disk (no compile)."""
+    path, index, _ = _arch_cache_paths(load_source(filename), tuple(sorted(set(names))), arch)
+    return path.is_file() and index.is_file()
+
+
+_background: dict[tuple[str, str, tuple[str, ...], str], threading.Thread] = {}
+
+
+def build_in_background(filename: str, names: Sequence[str], arch: str) -> None:
+    """Start building these kernels' ``arch`` cubin into the disk cache on a thread of its own (once per process),
+    as :func:`compile_kernels` would, for a later call (this process's or another's) to load. The thread is a
+    daemon: a process that ends first leaves no cubin (nothing partial: the cubin is renamed into place)."""
+    key = (str(_cubin_cache_dir()), filename, tuple(sorted(set(names))), arch)
+    with _locks_guard:
+        if key in _background:
+            return
+
+        def work() -> None:
+            try:
+                compile_for_arch(load_source(filename), filename, key[2], arch)
+            except Exception:  # noqa: BLE001 - the run that needs it compiles it itself and reports the error
+                pass
+
+        thread = threading.Thread(target=work, name=f"srgpu build {filename}", daemon=True)
+        _background[key] = thread
+    thread.start()
 
 
 def _one_line(e: BaseException) -> str:

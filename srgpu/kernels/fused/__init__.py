@@ -28,7 +28,7 @@ plans name: ``fused_candidates`` / ``fused_runner``). This package re-exports th
 the backend recorded in cached plans.
 """
 
-from .hook import available, fused_candidates, fused_runner
+from .hook import available, fused_build_pending, fused_candidates, fused_runner
 from .numpy_reference import agreement, reference
 from .pack import (FOLD_MAX_SAMPLE, FOLD_SCALE, b_fragments, conv1_matrix, fold_matrices, pack_fp32, pack_tc,
                    split_fp16)
@@ -38,5 +38,5 @@ from .tiles import ARITHMETICS, CANDIDATES, Arithmetic, FusedConfig, candidate_c
 
 __all__ = ["ARITHMETICS", "CANDIDATES", "FOLD_MAX_SAMPLE", "FOLD_SCALE", "IN_CODES", "Arithmetic", "FusedConfig",
            "FusedSRCNN", "Layout", "agreement", "available", "b_fragments", "candidate_configs", "config_for",
-           "conv1_matrix", "fold_args", "fold_matrices", "fused_candidates", "fused_runner", "pack_fp32", "pack_tc",
-           "reference", "self_check", "shared_bytes", "split_fp16"]
+           "conv1_matrix", "fold_args", "fold_matrices", "fused_build_pending", "fused_candidates", "fused_runner",
+           "pack_fp32", "pack_tc", "reference", "self_check", "shared_bytes", "split_fp16"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import EngineError
+from ..build import build_in_background, built_for_arch
 from ...model import SRCNNModel
 from .runner import FusedSRCNN
 from .smem import shared_bytes
@@ -57,3 +58,17 @@ def fused_runner(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNN
 
     run.net = net  # type: ignore[attr-defined]
     return run
+
+
+def fused_build_pending(arithmetic: Arithmetic, params: Mapping[str, int], model: SRCNNModel) -> bool:
+    """True when the tile ``params`` is slow to build (FusedConfig.slow_build) and its kernels are not built yet: the
+    build then starts in the background (srgpu.kernels.build.build_in_background) and the quick choice passes over
+    the tile for now; a later run loads it from the disk cache."""
+    cfg = config_for(arithmetic, model.f2, **{k: int(v) for k, v in params.items()})
+    if not cfg.slow_build or cfg.arch is None:
+        return False
+    names = [cfg.kernel_name(model.f2), cfg.layout_name(model.f2)]
+    if built_for_arch(cfg.source, names, cfg.arch):
+        return False
+    build_in_background(cfg.source, names, cfg.arch)
+    return True

@@ -83,6 +83,13 @@ class FusedConfig:
         """The target the kernel needs (None: the device's own): wgmma exists only on sm_90a."""
         return "sm_90a" if self.wg else None
 
+    @property
+    def slow_build(self) -> bool:
+        """Whether building the kernel takes long enough to hold up a first run (the row-streamed tile's unrolled
+        consumer: 63 s under the H100 machine's NVRTC, BENCHMARKS.md); the quick choice builds those in the
+        background instead (srgpu.tune.choose)."""
+        return self.rows
+
     def runs_on(self, compute_capability: str) -> bool:
         """Whether a device of ``compute_capability`` runs this kernel (sm_90a code: 9.0 only)."""
         return not self.wg or compute_capability == "9.0"
@@ -212,7 +219,12 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # First, on compute capability 9.0 only (sm_90a): the fold tile below 108 rows high (112 Z rows: 7 full chunks;
+    # First, on compute capability 9.0 only (sm_90a): the row-streamed tile (rows: fused_rows.cu, conv1 rows from two
+    # producer warpgroups, conv2 with A from registers over the 5 tap rows, the Z GEMM and conv3 on one consumer
+    # warpgroup): 2.33-2.35 ms against 2.78-2.83 for the fold tile below, alternating in one process (H100, 2026-11-24,
+    # BENCHMARKS.md "Issue 17: the row-streamed 9-5-5 tile"). Slow to build (63 s under the H100 machine's NVRTC): the
+    # quick choice builds it in the background and takes the next tile until it is built (FusedConfig.slow_build).
+    # Then the fold tile below 108 rows high (112 Z rows: 7 full chunks;
     # 2160 = 20 x 108, 2,760 blocks, 20.9 waves of 132; fewer halo rows and per-tile prologues): faster in 6 of 8
     # alternating rounds over three calls, by 0.6 % on average (2.822-2.875 ms against 2.839-2.872; H100, 2026-11-24,
     # BENCHMARKS.md "The 9-5-5 fold tile 108 rows high"), a margin within a machine start's spread; its LR planes take
@@ -229,7 +241,8 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
     # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
     # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
-    ("fp16-fast", 5): [dict(th=108, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
+    ("fp16-fast", 5): [dict(th=110, rw=64, r=3, nt=384, mb1=1, mb2=1, fold=1, wg=1, rows=1),
+                       dict(th=108, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=1),
