@@ -102,3 +102,32 @@ def test_the_rows_tile_is_offered_first_on_hopper_and_built_in_the_background(nv
     index.write_text("{}")
     assert not hook.fused_build_pending("fp16-fast", params, model)
     assert len(started) == 2
+
+
+def test_a_build_under_way_elsewhere_is_not_started_again(nvrtc, monkeypatch, tmp_path) -> None:
+    """build_in_background starts nothing while another process's marker beside the cubin is fresh (it builds
+    that cubin already), and asks once per process."""
+    import os
+    import time
+
+    from srgpu.kernels import build
+
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "_background", {})
+    cfg = fused.config_for("fp16-fast", 5, **OK)
+    names = tuple(sorted({cfg.kernel_name(5), cfg.layout_name(5)}))
+    cubin, _, _ = build._arch_cache_paths(load_source(cfg.source), names, "sm_90a")
+    marker = cubin.with_suffix(".building")
+    marker.write_text("another process")
+    build.build_in_background(cfg.source, list(names), "sm_90a")
+    assert build._background == {str(cubin): None} and marker.read_text() == "another process"
+    build.build_in_background(cfg.source, list(names), "sm_90a")  # asked again: still nothing started
+    assert build._background == {str(cubin): None}
+    old = time.time() - build.BUILD_MARKER_S - 60
+    os.utime(marker, (old, old))  # a stale marker (its process died) does not hold a build back
+    monkeypatch.setattr(build, "_background", {})
+    started = []
+    monkeypatch.setattr("subprocess.Popen", lambda *a, **k: started.append(a[0]) or "process")
+    build.build_in_background(cfg.source, list(names), "sm_90a")
+    assert build._background == {str(cubin): "process"} and len(started) == 1
+    assert started[0][-len(names):] == list(names) and marker.read_text() == str(os.getpid())

@@ -234,27 +234,52 @@ def built_for_arch(filename: str, names: Sequence[str], arch: str) -> bool:
     return path.is_file() and index.is_file()
 
 
-_background: dict[tuple[str, str, tuple[str, ...], str], threading.Thread] = {}
+_background: dict[str, Any] = {}  # cubin path -> the build's process (subprocess.Popen), once per process
+BUILD_MARKER_S = 600.0  # a build marker younger than this means another process is building that cubin
+
+_BUILD_CHILD = """
+import os, sys
+from srgpu.kernels.build import compile_for_arch, load_source
+filename, arch, marker, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+try:
+    compile_for_arch(load_source(filename), filename, names, arch)
+finally:
+    try:
+        os.unlink(marker)
+    except OSError:
+        pass
+"""
 
 
 def build_in_background(filename: str, names: Sequence[str], arch: str) -> None:
-    """Start building these kernels' ``arch`` cubin into the disk cache on a thread of its own (once per process),
-    as :func:`compile_kernels` would, for a later call (this process's or another's) to load. The thread is a
-    daemon: a process that ends first leaves no cubin (nothing partial: the cubin is renamed into place)."""
-    key = (str(_cubin_cache_dir()), filename, tuple(sorted(set(names))), arch)
+    """Start building these kernels' ``arch`` cubin into the disk cache, as :func:`compile_kernels` would, in a
+    process of its own: it outlives this one, so a run shorter than the build still leaves the cubin for the next
+    (a thread would not: at exit the process waits for NVRTC to finish). Once per process and cubin; a marker
+    beside the cubin (younger than BUILD_MARKER_S) keeps other processes from starting the same build. Nothing
+    partial is left: the cubin is written whole and renamed into place."""
+    import subprocess
+    import sys
+    import time
+
+    names = tuple(sorted(set(names)))
+    path, _, _ = _arch_cache_paths(load_source(filename), names, arch)
+    marker = path.with_suffix(".building")
     with _locks_guard:
-        if key in _background:
+        if str(path) in _background:
             return
-
-        def work() -> None:
-            try:
-                compile_for_arch(load_source(filename), filename, key[2], arch)
-            except Exception:  # noqa: BLE001 - the run that needs it compiles it itself and reports the error
-                pass
-
-        thread = threading.Thread(target=work, name=f"srgpu build {filename}", daemon=True)
-        _background[key] = thread
-    thread.start()
+        _background[str(path)] = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if marker.is_file() and time.time() - marker.stat().st_mtime < BUILD_MARKER_S:
+            return
+        marker.write_text(str(os.getpid()))
+        env = dict(os.environ)  # the same srgpu, and the same kernel cache (CUPY_CACHE_DIR)
+        env["PYTHONPATH"] = os.pathsep.join([str(KERNEL_DIR.parents[1])] + [p for p in [env.get("PYTHONPATH")] if p])
+        _background[str(path)] = subprocess.Popen(
+            [sys.executable, "-c", _BUILD_CHILD, filename, arch, str(marker), *names], env=env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:  # no cache folder or no process: the run that needs the kernel compiles it itself
+        pass
 
 
 def _one_line(e: BaseException) -> str:
