@@ -100,10 +100,16 @@ __device__ __forceinline__ void rows_pin(float (&d)[16]) {
     for (int k = 0; k < 16; ++k) asm volatile("" : "+f"(d[k])::"memory");
 }
 __device__ __forceinline__ void rows_sts(u32 addr, float v) { asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory"); }
-__device__ __forceinline__ float rows_lds(u32 addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+// predicated (on != 0), not branched: 0 where off
+__device__ __forceinline__ float rows_lds_if(u32 addr, u32 on) {
+    float v = 0.f;
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p ld.shared.f32 %0, [%1];\n}\n"
+                 : "+f"(v) : "r"(addr), "r"(on) : "memory");
     return v;
+}
+__device__ __forceinline__ void rows_sts_if(u32 addr, float v, u32 on) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p st.shared.f32 [%0], %1;\n}\n"
+                 :: "r"(addr), "f"(v), "r"(on) : "memory");
 }
 
 // ------------------------------------------------------------------------------------------------ producers
@@ -266,9 +272,11 @@ struct RowsCons {
             }
     }
     // output row o from Z ring rows S0 .. S0 + 4 (mod 6) into staging row S0 (lanes 0..15: their columns); the
-    // producers store it to the frame
+    // producers store it to the frame. Rows o < 0 (the first 10 A1 rows) read and store nothing: their Z rows are
+    // not all written yet, and rows 0 and 1 of a first tile row are (zstore's copies) in the same step.
     template <int S0>
-    __device__ __forceinline__ void sum() {
+    __device__ __forceinline__ void sum(int o) {
+        const u32 on = o >= 0;
         float s = 0.f;
 #pragma unroll
         for (int i = 0; i < 13; ++i) {
@@ -277,12 +285,12 @@ struct RowsCons {
             const int off1 = (t1 * C::ZPS + ((S0 + t1 / 5) % 6) * 64) * 4;
             u32 base;  // opaque, as in zstore
             asm volatile("mov.b32 %0, %1;" : "=r"(base) : "r"(zb[i % 5]));
-            float v = rows_lds(base + (u32)(off0 + h * (off1 - off0)));
+            float v = rows_lds_if(base + (u32)(off0 + h * (off1 - off0)), on);
             if (i == 12) v = h ? 0.f : v;  // the upper half has 12 taps
             s += v;
         }
         s += __shfl_xor_sync(0xffffffffu, s, 16);
-        rows_sts(stage + S0 * 64 * 4, s + b3);
+        rows_sts_if(stage + S0 * 64 * 4, s + b3, on & (h ^ 1));  // lanes 16..31 hold the same sums
     }
     template <int TA>
     __device__ __forceinline__ void after(int k, float (&d)[16], int rho) {
@@ -290,7 +298,7 @@ struct RowsCons {
             rows_pin(d);
             zstore<(TA + 1) % 6>(d, rho - 5);
         }
-        if (k == 10) sum<(TA + 2) % 6>();  // output row rho - 10 (garbage while rho < 10: never stored)
+        if (k == 10) sum<(TA + 2) % 6>(rho - 10);
     }
 };
 
@@ -485,8 +493,8 @@ __global__ void __launch_bounds__(384, 1) fused_tc_rows(FUSED_PARAMS, const u32*
     rows_bar_sync(1 + 2 * NS, 128);
     cons.template zstore<5>(acc[5], R - 1);
     rows_bar_sync(1 + 2 * NS, 128);
-    cons.template sum<0>();  // output row R - 6
-    cons.template sum<1>();  // R - 5
+    cons.template sum<0>(R - 6);
+    cons.template sum<1>(R - 5);
     rows_bar_arrive(2 + 2 * NS, C::NT);  // the producers store them
 }
 
