@@ -440,11 +440,13 @@ __global__ void __launch_bounds__(384, 1) fused_tc_rows(FUSED_PARAMS, const u32*
         cons.bv[2 * j] = bsm[8 * j + 2 * cq];
         cons.bv[2 * j + 1] = bsm[8 * j + 2 * cq + 1];
     }
-    // load i of the sum reads tap t0 = i (lanes 0..15) or t1 = 13 + i (16..31): column shift dx = i % 5 or (i + 3) % 5
+    // load i of the sum reads tap t0 = i (lanes 0..15) or t1 = 13 + i (16..31): column shift dx = i % 5 or (i + 3) % 5;
+    // the columns of lanes past the tile's 60 (nothing stored) kept in their Z row: column 64 on is the next ring row's,
+    // which this step's zstore writes
 #pragma unroll
     for (int j = 0; j < 5; ++j) {
         const int dx = cons.h ? (j + 3) % 5 : j;
-        cons.zb[j] = zring + (u32)((clampi(zvx + zcol + dx, 0, a.W - 1) - zvx) * 4);
+        cons.zb[j] = zring + (u32)(min(clampi(zvx + zcol + dx, 0, a.W - 1) - zvx, C::RW - 1) * 4);
     }
     float acc[6][16];
 #pragma unroll
