@@ -1010,6 +1010,20 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma):
 // each writing thread, before the barrier that precedes the MMAs.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// mbarriers in shared memory (WS): init (one thread, then fence_mbar_init and a block barrier), arrive (release at
+// CTA scope: this thread's earlier shared-memory accesses), wait for the phase of `parity` (acquire).
+__device__ __forceinline__ void mbar_init(u32 addr, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(u32 addr) {
+    asm volatile("{ .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" :: "r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 addr, u32 parity) {
+    asm volatile("{ .reg .pred p;\n"
+                 "WS_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WS_WAIT;\n}"
+                 :: "r"(addr), "r"(parity) : "memory");
+}
 
 // d = A x B + (acc ? d : 0): the first MMA of a sum passes acc = 0 instead of zeroing d (moves into d
 // between the fence and the MMA make ptxas serialise the MMAs).
@@ -1349,13 +1363,145 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
     }
 }
 
+// ---------------------------------------------------------------- WS: warp-specialised fold blocks
+//
+// A fold block whose Z region lies inside the frame (no border fix-up) walks its whole Z region in one pass, without
+// chunks or block barriers: warpgroups 0 .. NWG - 2 run tc_wg_fold_z's chain over jobs wg, wg + NWG - 1, ... (job
+// 4 q + 2 py + px writes rows 4 q + py and + 2 of column phase px: row group q is complete after jobs 4 q .. 4 q + 3),
+// and the last warpgroup sums conv3 for output rows 4 q' .. 4 q' + 3 once row groups q' and q' + 1 are in the ring.
+// The Z ring's CZ rows are WS_NG groups of 4: group q in ring group q % WS_NG. full[g]: 4 jobs x 128 threads arrive
+// after their Z stores; empty[g]: the summing warpgroup's 128 threads arrive after the output rows that last read
+// it. A producer waits for empty before its Z stores, not before its MMAs. Same arithmetic as the chunked walk: the
+// outputs are the same bits.
+// The Z ring's WS_NG groups of 4 rows; each group's two mbarriers lie in the 4 words after Z plane g's CZ rows (PZ's
+// padding, read and written by nothing else). (Not in TcCfg: a new member there changes other kernels' machine code.)
+template <class C>
+struct WsCfg {
+    static constexpr int WS_NG = C::CZ / 4, WS_PAD = C::CZ * C::RW_;
+    static_assert(C::WGF && C::MB2_ == 1 && C::WG_NWG >= 2 && C::CZ % 4 == 0 && WS_NG <= 25 && C::PZ - WS_PAD >= 4 &&
+                      (C::O_Z + WS_PAD) % 2 == 0 && C::PZ % 2 == 0,
+                  "WS: wgmma fold tiles of f2 = 1, one job per warpgroup, two warpgroups or more");
+};
+// The mbarriers of ring group g: after Z plane g's rows (bars = the first one's address).
+template <class C>
+__device__ __forceinline__ u32 ws_bars(const u32* smw) { return smem_u32(smw + C::O_Z + WsCfg<C>::WS_PAD); }
+template <class C>
+__device__ __forceinline__ u32 ws_full(u32 bars, int g) { return bars + 4 * C::PZ * g; }
+template <class C>
+__device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::PZ * g + 8; }
+
+template <class C>
+__device__ void tc_ws_init(u32* smw) {
+    const u32 bars = ws_bars<C>(smw);
+    if (threadIdx.x == 0) {
+        for (int g = 0; g < WsCfg<C>::WS_NG; ++g) {
+            mbar_init(ws_full<C>(bars, g), 4 * 128);
+            mbar_init(ws_empty<C>(bars, g), 128);
+        }
+        fence_mbar_init();
+    }
+}
+
+// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NWG - 1 warpgroups, one job at a time).
+template <class C>
+__device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
+    static_assert(C::MB2_ == 1, "WS: one job at a time");
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* L = smw + C::O_LR;
+    const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
+    const u32 bars = ws_bars<C>(smw);
+    const int nj = (nz + 3) / 4 * 4;
+    constexpr int STEP = C::WG_NWG - 1, NG = WsCfg<C>::WS_NG;
+    int job0 = wg;
+    if (job0 >= nj) return;  // warpgroup-uniform
+    WgFoldJobs<C> cur, nxt;
+    u32 a1[1][4][4];
+    cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
+#pragma unroll 1
+    for (;; job0 += STEP) {
+        const bool more = job0 + STEP < nj;  // warpgroup-uniform
+        u32 bw[1];
+        bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
+        float acc1[1][32];
+        tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+        wg_wait_all();
+        u32 a2[1][4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) tc_wg_to_a<32>(acc1[0], b1, cq, k, fscale, a2[0][k]);
+        bw[0] = w2s;
+        float acc2[1][16];
+        tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
+        if (more) nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        wg_wait_all();
+        u32 a3[1][2][4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) tc_wg_to_a<16>(acc2[0], b2, cq, k, 1.f, a3[0][k]);
+        bw[0] = w3s;
+        float acc3[1][16];
+        tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
+        const int q = job0 >> 2, g = q % NG;
+        if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
+        wg_wait_all();
+        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int d = 8 * j + 2 * cq;
+            if (d < 25) {
+                zrow[d * C::PZ] = acc3[0][4 * j];
+                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
+            }
+            if (d + 1 < 25) {
+                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
+                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
+            }
+        }
+        mbar_arrive(ws_full<C>(bars, g));
+        if (!more) break;
+        cur = nxt;
+    }
+}
+
+// The sum (the last warpgroup): fused_conv3_rows's arithmetic for output rows [0, nout), 4 at a time.
+template <class C>
+__device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
+                          int ox0) {
+    constexpr int TW = C::TW, CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::WS_NG;
+    const u32 bars = ws_bars<C>(smw);
+    const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
+    const int t = threadIdx.x - (C::WG_NWG - 1) * 128;
+    const int ngr = (nz + 3) / 4;
+#pragma unroll 1
+    for (int q = 0; 4 * q < nout; ++q) {
+        mbar_wait(ws_full<C>(bars, q % NG), (q / NG) & 1);
+        if (q + 1 < ngr) mbar_wait(ws_full<C>(bars, (q + 1) % NG), ((q + 1) / NG) & 1);
+        const int i0 = 4 * q, n = (min(i0 + 4, nout) - i0) * TW;
+        for (int e = t; e < n; e += 128) {
+            const int i = i0 + e / TW, j = e % TW;
+            if (j >= ncol) continue;
+            float part[5];
+#pragma unroll
+            for (int dy = 0; dy < 5; ++dy) {
+                const float* zr = Z + ((i + dy) % CZ) * RW + j + dy * 5 * PZ;
+                part[dy] = zr[0];
+#pragma unroll
+                for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * PZ + dx];
+            }
+            const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
+            fused_store(a, oy0 + i, ox0 + j, v);
+        }
+        mbar_arrive(ws_empty<C>(bars, q % NG));
+    }
+}
+
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
 // MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART, ABLATE: TcCfg.
 // WG: conv2 on the warpgroup MMA (built for sm_90a only; the section above).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false>
+          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
 __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                      const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
@@ -1390,6 +1536,17 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     }
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
+    if constexpr (WS) {  // a fold block with no Z border: the walk without chunks (tc_wg_fold_ws); block-uniform
+        if (folding && zvy >= 0 && zvy + nz <= a.H && zvx >= 0 && zvx + RW <= a.W) {
+            tc_ws_init<C>(smw);
+            tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);  // its barrier publishes the mbarriers and the weights
+            if (wg_index() < C::WG_NWG - 1)
+                tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+            else
+                tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
+            return;
+        }
+    }
     if (folding) {
         if (TC_SKIP(C, ABL_INPUT, weights, true))
             __syncthreads();  // the weights' copy, as the input stage's last barrier
@@ -1479,8 +1636,8 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
 }
 
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false>
-__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG neither)
+          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
+__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG, WS neither)
     typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, 0, WG> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;

@@ -43,6 +43,9 @@ class FusedConfig:
     minb: int = 1  # 'tc': blocks per SM in __launch_bounds__ (register budget per thread)
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
     wg: bool = False  # 'tc': conv2 on the warpgroup MMA (sm_90a)
+    # 'tc' with wg, f2 = 1, mb2 = 1: fold blocks with warps specialised (fused_tc.cu tc_wg_fold_ws): the last
+    # warpgroup sums conv3 while the others run the chain, mbarriers instead of chunk barriers
+    ws: bool = False
 
     @property
     def arithmetic(self) -> Arithmetic:
@@ -59,8 +62,8 @@ class FusedConfig:
     def _tc_extra(self) -> str:
         """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
         so every earlier tile keeps its kernel name."""
-        if self.wg:  # then the phase-removal argument (always 0 here) and WG
-            return f", {self.minb}, {self.spart}, 0, true"
+        if self.wg:  # then the phase-removal argument (always 0 here), WG and (where set) WS
+            return f", {self.minb}, {self.spart}, 0, true" + (", true" if self.ws else "")
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
@@ -85,7 +88,7 @@ class FusedConfig:
                 ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
         # minb / spart only where set: earlier tiles keep their params (cached plans, labels)
         return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0),
-                                                   ("wg", int(self.wg), 0)) if v != d)
+                                                   ("wg", int(self.wg), 0), ("ws", int(self.ws), 0)) if v != d)
 
     @property
     def label(self) -> str:
@@ -93,7 +96,8 @@ class FusedConfig:
         s += f" mb{self.mb1}/{self.mb2}" if self.kernel == "tc" else f" p{self.p}"
         part = f"/{self.spart} pipe" if self.spart else ""
         return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
-                + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else ""))
+                + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else "")
+                + (" ws" if self.ws else ""))
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
@@ -109,6 +113,7 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         base.pop("minb", None)
         base.pop("spart", None)
         base.pop("wg", None)
+        base.pop("ws", None)
     base.update(params)
     base["fold"] = bool(base.get("fold", False))
     base["stream"] = bool(base.get("stream", False))
@@ -123,6 +128,9 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
+    base["ws"] = bool(base.get("ws", False))
+    if base["ws"] and (not base["wg"] or f2 != 1 or base.get("mb2", 2) != 1 or base["nt"] < 256):
+        raise ValueError("ws (warp-specialised fold blocks) is built for 9-1-5's wg tiles with mb2 1 and nt >= 256")
     if base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
         if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
                 or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
