@@ -42,9 +42,11 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # (the mma.sync tiles of two blocks per SM at the end: their 64-row twin of the first, 0.598 ms, left with
     # 872b253; under NVRTC 12.9 it spills 24 bytes at the 128-register cap since the ReLU moved into the conversion)
     # (issue 17, BENCHMARKS.md "9-1-5's fold blocks with warps specialised") the offered wg tile with its fold blocks'
-    # warps specialised (fused_tc.cu tc_wg_fold_ws): 3 (nt 512) or 4 (nt 640) warpgroups run the chain, the last sums
+    # warps specialised (fused_tc.cu tc_ws_block): (nt - 32) // 128 warpgroups run the chain, the warps after them sum
     # conv3, mbarriers per 4-row group of the Z ring instead of chunk barriers
     ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+                       dict(th=66, rw=64, r=24, nt=544, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+                       dict(th=66, rw=64, r=24, nt=576, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=256, mb1=2, mb2=2, fold=1, wg=1),

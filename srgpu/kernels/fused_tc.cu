@@ -206,7 +206,7 @@ struct TcCfg {
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     // WG, F2 == 1 (tc_wg_fold_z): a warpgroup job is 2 rows of one parity x 2 blocks of one column phase; MB2
     // (unused by f2 = 1 otherwise) is the number of jobs a warpgroup keeps in flight together
-    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 128 == 0 &&
+    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 32 == 0 &&
                                     (MB2 == 1 || MB2 == 2)),
                   "WG for f2 = 1: fp16-fast fold tiles, RW 64, R a multiple of 4, whole warpgroups, MB2 1 or 2");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
@@ -1365,44 +1365,34 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
 
 // ---------------------------------------------------------------- WS: warp-specialised fold blocks
 //
-// A fold block whose Z region lies inside the frame (no border fix-up) walks its whole Z region in one pass, without
-// chunks or block barriers: warpgroups 0 .. NWG - 2 run tc_wg_fold_z's chain over jobs wg, wg + NWG - 1, ... (job
-// 4 q + 2 py + px writes rows 4 q + py and + 2 of column phase px: row group q is complete after jobs 4 q .. 4 q + 3),
-// and the last warpgroup sums conv3 for output rows 4 q' .. 4 q' + 3 once row groups q' and q' + 1 are in the ring.
-// The Z ring's CZ rows are WS_NG groups of 4: group q in ring group q % WS_NG. full[g]: 4 jobs x 128 threads arrive
-// after their Z stores; empty[g]: the summing warpgroup's 128 threads arrive after the output rows that last read
-// it. A producer waits for empty before its Z stores, not before its MMAs. Same arithmetic as the chunked walk: the
-// outputs are the same bits.
-// The Z ring's WS_NG groups of 4 rows; each group's two mbarriers lie in the 4 words after Z plane g's CZ rows (PZ's
-// padding, read and written by nothing else). (Not in TcCfg: a new member there changes other kernels' machine code.)
+// Fold blocks (their Z region lies inside the frame: fold.regular_range, so no border fix-up) walk the whole Z region
+// in one pass, without chunks or block barriers: the first NPROD warpgroups run tc_wg_fold_z's chain over jobs wg,
+// wg + NPROD, ... (job 4 q + 2 py + px writes rows 4 q + py and + 2 of column phase px: row group q is complete after
+// jobs 4 q .. 4 q + 3), and the remaining NCONS threads (the warps after them: a whole warpgroup or less) sum conv3
+// for output rows 4 q' .. 4 q' + 3 once row groups q' and q' + 1 are in the ring. The Z ring's CZ rows are NG groups
+// of 4: group q in ring group q % NG. full[g]: 4 jobs x 128 threads arrive after their Z stores; empty[g]: the NCONS
+// summing threads arrive after the output rows that last read it. A producer waits for empty before its Z stores,
+// not before its MMAs. Same arithmetic in the same order as the chunked walk: the outputs are the same bits.
+// Each group's two mbarriers lie in the 4 words after Z plane g's CZ rows (PZ's padding, read and written by nothing
+// else). (Not in TcCfg: a new template parameter there changes the other kernels' machine code.)
 template <class C>
 struct WsCfg {
-    static constexpr int WS_NG = C::CZ / 4, WS_PAD = C::CZ * C::RW_;
-    static_assert(C::WGF && C::MB2_ == 1 && C::WG_NWG >= 2 && C::CZ % 4 == 0 && WS_NG <= 25 && C::PZ - WS_PAD >= 4 &&
-                      (C::O_Z + WS_PAD) % 2 == 0 && C::PZ % 2 == 0,
-                  "WS: wgmma fold tiles of f2 = 1, one job per warpgroup, two warpgroups or more");
+    static constexpr int NG = C::CZ / 4, PAD = C::CZ * C::RW_;
+    static constexpr int NPROD = (C::NW - 1) / 4, NCONS = 32 * C::NW - 128 * NPROD;
+    static_assert(C::WGF && C::MB2_ == 1 && NPROD >= 1 && C::CZ % 4 == 0 && NG <= 25 && C::PZ - PAD >= 4 &&
+                      (C::O_Z + PAD) % 2 == 0 && C::PZ % 2 == 0 && C::O_B1 % 4 == 0 && C::O_W1F % 4 == 0 &&
+                      C::O_W1P % 4 == 0 && C::G_W1P % 4 == 0 && C::O_LR % 4 == 0,
+                  "WS: wgmma fold tiles of f2 = 1, one job per warpgroup, a warpgroup and a warp or more");
 };
 // The mbarriers of ring group g: after Z plane g's rows (bars = the first one's address).
 template <class C>
-__device__ __forceinline__ u32 ws_bars(const u32* smw) { return smem_u32(smw + C::O_Z + WsCfg<C>::WS_PAD); }
+__device__ __forceinline__ u32 ws_bars(const u32* smw) { return smem_u32(smw + C::O_Z + WsCfg<C>::PAD); }
 template <class C>
 __device__ __forceinline__ u32 ws_full(u32 bars, int g) { return bars + 4 * C::PZ * g; }
 template <class C>
 __device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::PZ * g + 8; }
 
-template <class C>
-__device__ void tc_ws_init(u32* smw) {
-    const u32 bars = ws_bars<C>(smw);
-    if (threadIdx.x == 0) {
-        for (int g = 0; g < WsCfg<C>::WS_NG; ++g) {
-            mbar_init(ws_full<C>(bars, g), 4 * 128);
-            mbar_init(ws_empty<C>(bars, g), 128);
-        }
-        fence_mbar_init();
-    }
-}
-
-// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NWG - 1 warpgroups, one job at a time).
+// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NPROD warpgroups, one job at a time).
 template <class C>
 __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
     static_assert(C::MB2_ == 1, "WS: one job at a time");
@@ -1413,7 +1403,7 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
     const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
     const u32 bars = ws_bars<C>(smw);
     const int nj = (nz + 3) / 4 * 4;
-    constexpr int STEP = C::WG_NWG - 1, NG = WsCfg<C>::WS_NG;
+    constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
     int job0 = wg;
     if (job0 >= nj) return;  // warpgroup-uniform
     WgFoldJobs<C> cur, nxt;
@@ -1463,21 +1453,22 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
     }
 }
 
-// The sum (the last warpgroup): fused_conv3_rows's arithmetic for output rows [0, nout), 4 at a time.
+// The sum (the threads after the producers' warpgroups): fused_conv3_rows's arithmetic for output rows [0, nout), 4
+// at a time.
 template <class C>
 __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
                           int ox0) {
-    constexpr int TW = C::TW, CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::WS_NG;
+    constexpr int TW = C::TW, CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG, NC = WsCfg<C>::NCONS;
     const u32 bars = ws_bars<C>(smw);
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
-    const int t = threadIdx.x - (C::WG_NWG - 1) * 128;
+    const int t = threadIdx.x - 128 * WsCfg<C>::NPROD;
     const int ngr = (nz + 3) / 4;
 #pragma unroll 1
     for (int q = 0; 4 * q < nout; ++q) {
         mbar_wait(ws_full<C>(bars, q % NG), (q / NG) & 1);
         if (q + 1 < ngr) mbar_wait(ws_full<C>(bars, (q + 1) % NG), ((q + 1) / NG) & 1);
         const int i0 = 4 * q, n = (min(i0 + 4, nout) - i0) * TW;
-        for (int e = t; e < n; e += 128) {
+        for (int e = t; e < n; e += NC) {
             const int i = i0 + e / TW, j = e % TW;
             if (j >= ncol) continue;
             float part[5];
@@ -1493,6 +1484,54 @@ __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, in
         }
         mbar_arrive(ws_empty<C>(bars, q % NG));
     }
+}
+
+// A fold block of a WS kernel, whole. Its input stage with every global load in flight at once: the fold path's
+// weights by cp.async (the biases and b3, the phase matrices, conv2's and the Z GEMM's wgmma weights; not the edge
+// blocks' fragments), the LR samples into registers first and then to shared memory as tc_load_lr stores them; the
+// mbarriers initialised meanwhile; one block barrier. Then the roles.
+template <class C, int NT>
+__device__ void tc_ws_block(const FusedArgs& a, u32* smw, const u32* __restrict__ weights, const FoldBlock& fb, int nz,
+                            int nout, int ncol, int oy0, int ox0, float fscale) {
+    const int tid = threadIdx.x;
+    const u32 s0 = smem_u32(smw);
+    for (int i = tid; i < (C::O_W1F - C::O_B1) / 4; i += NT) cp_async16(s0 + 4 * (C::O_B1 + 4 * i), weights + C::O_B1 + 4 * i);
+    for (int i = tid; i < (C::O_LR - C::O_W1P) / 4; i += NT)
+        cp_async16(s0 + 4 * (C::O_W1P + 4 * i), weights + C::G_W1P + 4 * i);
+    {  // tc_load_lr's samples and stores
+        unsigned short* Lh = reinterpret_cast<unsigned short*>(smw + C::O_LR);
+        constexpr int LW = 2 * C::LRWW, N = LW + 1, NE = C::LRR * N, K = (NE + NT - 1) / NT;
+        unsigned short hv[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int e = tid + k * NT, r = e / N, c = e - r * N;
+            hv[k] = e < NE ? f2h(fold_sample(a, fb.ly0 + r, fb.lx0 + c)) : (unsigned short)0;
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int e = tid + k * NT, r = e / N, c = e - r * N;
+            if (e < NE) {
+                if (c < LW) Lh[r * LW + c] = hv[k];
+                if (c >= 1) Lh[2 * C::PLR + r * LW + c - 1] = hv[k];
+            }
+        }
+    }
+    if (tid == 0) {
+        const u32 bars = ws_bars<C>(smw);
+        for (int g = 0; g < WsCfg<C>::NG; ++g) {
+            mbar_init(ws_full<C>(bars, g), 4 * 128);
+            mbar_init(ws_empty<C>(bars, g), WsCfg<C>::NCONS);
+        }
+        fence_mbar_init();
+    }
+    cp_async_wait_all();
+    fence_proxy_async();  // the weights are read by wgmma
+    __syncthreads();
+    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
+    if (wg_index() < WsCfg<C>::NPROD)
+        tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+    else
+        tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -1516,6 +1555,14 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     // the region conv1 computes: the Z region, or with F2 > 1 the A1 window's (an H2 halo more on each side)
     if constexpr (FOLD) fb = fold_block(a, fold, zvy - C::H2, nz + 2 * C::H2, zvx - C::H2, C::RW1);
     const bool folding = fb.on;
+    if constexpr (WS) {  // fold blocks: warps specialised, no chunks (tc_ws_block); block-uniform
+        if (folding) {
+            tc_ws_block<C, NT>(a, smw, weights, fb, nz, nout, ncol, oy0, ox0, fscale);
+            return;
+        }
+    } else {
+        static_assert(!WG || F2 > 1 || NT % 128 == 0, "WG for f2 = 1 without WS: whole warpgroups");
+    }
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
@@ -1536,17 +1583,6 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     }
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
-    if constexpr (WS) {  // a fold block with no Z border: the walk without chunks (tc_wg_fold_ws); block-uniform
-        if (folding && zvy >= 0 && zvy + nz <= a.H && zvx >= 0 && zvx + RW <= a.W) {
-            tc_ws_init<C>(smw);
-            tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);  // its barrier publishes the mbarriers and the weights
-            if (wg_index() < C::WG_NWG - 1)
-                tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
-            else
-                tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
-            return;
-        }
-    }
     if (folding) {
         if (TC_SKIP(C, ABL_INPUT, weights, true))
             __syncthreads();  // the weights' copy, as the input stage's last barrier

@@ -129,10 +129,12 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
     base["ws"] = bool(base.get("ws", False))
-    if base["ws"] and (not base["wg"] or f2 != 1 or base.get("mb2", 2) != 1 or base["nt"] < 256):
-        raise ValueError("ws (warp-specialised fold blocks) is built for 9-1-5's wg tiles with mb2 1 and nt >= 256")
+    if base["ws"] and (not base["wg"] or f2 != 1 or base.get("mb2", 2) != 1 or base["nt"] < 160 or base["nt"] % 32):
+        raise ValueError("ws (warp-specialised fold blocks) is built for 9-1-5's wg tiles with mb2 1 and nt a multiple "
+                         "of 32, at least 160 (a warpgroup for the chain and a warp for the sum)")
     if base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
-        if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
+        if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4
+                or base["nt"] % (32 if base["ws"] else 128)
                 or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
             raise ValueError("wg for 9-1-5 (the fold chain on wgmma) is built for fp16-fast fold tiles with rw 64, r a "
                              "multiple of 4, even th, nt a multiple of 128, mb2 (jobs per warpgroup at once) 1 or 2")
