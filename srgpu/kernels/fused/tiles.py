@@ -194,7 +194,12 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # wgmma"). Elsewhere: 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails):
     # 0.576 ms, 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24). config_for's default is the first
     # tile that is not wg.
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
+    # On compute capability 9.0, first of all: the same wgmma tile with its fold blocks' warps specialised (ws, 20 warps:
+    # four warpgroups run the chain, the fifth sums conv3 beside them, mbarriers per 4-row group of the Z ring instead of
+    # chunk barriers): 0.508-0.513 ms against 0.535-0.539 for the tile below, alternating in one call, outputs the same
+    # bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised").
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+                       dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
