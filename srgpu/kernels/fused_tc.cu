@@ -1379,8 +1379,8 @@ template <class C>
 struct WsCfg {
     static constexpr int NG = C::CZ / 4, PAD = C::CZ * C::RW_;
     static constexpr int NPROD = (C::NW - 1) / 4, NCONS = 32 * C::NW - 128 * NPROD;
-    // the next job's conv1 issued before this job's Z stores: with the registers of 16 warps or fewer (at 20, 95
-    // registers, ptxas serialises every wgmma, C7512, and spills)
+    // tc_wg_fold_ws_early (the next job's conv1 issued before this job's Z stores): with the registers of 16 warps or
+    // fewer (at 20, 95 registers, ptxas serialises every wgmma, C7512, and spills)
     static constexpr bool EARLY = C::NW <= 16;
     static_assert(C::WGF && C::MB2_ == 1 && NPROD >= 1 && C::CZ % 4 == 0 && NG <= 25 && C::PZ - PAD >= 4 &&
                       (C::O_Z + PAD) % 2 == 0 && C::PZ % 2 == 0 && C::O_B1 % 4 == 0 && C::O_W1F % 4 == 0 &&
@@ -1395,11 +1395,7 @@ __device__ __forceinline__ u32 ws_full(u32 bars, int g) { return bars + 4 * C::P
 template <class C>
 __device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::PZ * g + 8; }
 
-// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NPROD warpgroups, one job at a time). Off the chain's
-// critical path: each GEMM's biases load while its MMAs run, and (EARLY) the next job's conv1 MMAs are issued before
-// this job's Z stores, which then run under them (waited for after the stores: ptxas would add that wait at the loop's
-// back edge itself, C7517);
-// the next job's LR words load under conv2's MMAs as in tc_wg_fold_z.
+// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NPROD warpgroups, one job at a time).
 template <class C>
 __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
     static_assert(C::MB2_ == 1, "WS: one job at a time");
@@ -1415,30 +1411,83 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
     if (job0 >= nj) return;  // warpgroup-uniform
     WgFoldJobs<C> cur, nxt;
     u32 a1[1][4][4];
-    u32 bw[1];
-    float acc1[1][32];
-    constexpr bool EARLY = WsCfg<C>::EARLY;
-    float2 bb1[8];
     cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
-    if constexpr (EARLY) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) bb1[j] = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
-        bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
-        tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
-    }
 #pragma unroll 1
     for (;; job0 += STEP) {
         const bool more = job0 + STEP < nj;  // warpgroup-uniform
-        if constexpr (!EARLY) {
-            bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
-            tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
-        }
-        // conv1's MMAs (issued before) run; its biases meanwhile (EARLY: loaded once, before the loop)
-        if constexpr (!EARLY) {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) bb1[j] = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
-        }
+        u32 bw[1];
+        bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
+        float acc1[1][32];
+        tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
         wg_wait_all();
+        u32 a2[1][4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) tc_wg_to_a<32>(acc1[0], b1, cq, k, fscale, a2[0][k]);
+        bw[0] = w2s;
+        float acc2[1][16];
+        tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
+        if (more) nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        wg_wait_all();
+        u32 a3[1][2][4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) tc_wg_to_a<16>(acc2[0], b2, cq, k, 1.f, a3[0][k]);
+        bw[0] = w3s;
+        float acc3[1][16];
+        tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
+        const int q = job0 >> 2, g = q % NG;
+        if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
+        wg_wait_all();
+        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int d = 8 * j + 2 * cq;
+            if (d < 25) {
+                zrow[d * C::PZ] = acc3[0][4 * j];
+                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
+            }
+            if (d + 1 < 25) {
+                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
+                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
+            }
+        }
+        mbar_arrive(ws_full<C>(bars, g));
+        if (!more) break;
+        cur = nxt;
+    }
+}
+
+// tc_wg_fold_ws with 16 warps or fewer (WsCfg::EARLY: the registers allow it): off the chain's critical path, conv1's
+// biases are loaded once, conv2's while its MMAs run, and the next job's conv1 MMAs are issued before this job's Z
+// stores, which then run under them (waited for after the stores: ptxas would add that wait at the loop's back edge
+// itself, C7517). Measured faster than tc_wg_fold_ws at 16 warps, slower with its bias loads at 20 (BENCHMARKS.md).
+template <class C>
+__device__ void tc_wg_fold_ws_early(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
+    static_assert(C::MB2_ == 1, "WS: one job at a time");
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* L = smw + C::O_LR;
+    const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
+    const u32 bars = ws_bars<C>(smw);
+    const int nj = (nz + 3) / 4 * 4;
+    constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
+    int job0 = wg;
+    if (job0 >= nj) return;  // warpgroup-uniform
+    WgFoldJobs<C> cur, nxt;
+    u32 a1[1][4][4];
+    u32 bw[1];
+    float acc1[1][32];
+    static_assert(WsCfg<C>::EARLY, "the registers of 16 warps or fewer");
+    float2 bb1[8];
+    cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) bb1[j] = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
+    bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
+    tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+#pragma unroll 1
+    for (;; job0 += STEP) {
+        const bool more = job0 + STEP < nj;  // warpgroup-uniform
+        wg_wait_all();  // conv1's MMAs (issued before the loop or under the previous job's Z stores)
         // conv2: A = ReLU(conv1 * fscale + b1) (tc_wg_to_a's arithmetic)
         u32 a2[1][4][4];
 #pragma unroll
@@ -1476,7 +1525,7 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
         const int q = job0 >> 2, g = q % NG;
         if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
         wg_wait_all();
-        if (EARLY && more) {  // the next job's conv1 under this job's Z stores
+        if (more) {  // the next job's conv1 under this job's Z stores
             bw[0] = w1s + nxt.ph[0] * (C::W1P * 4);
             tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
         }
@@ -1494,7 +1543,7 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
             }
         }
         mbar_arrive(ws_full<C>(bars, g));
-        if constexpr (EARLY) wg_wait_all();  // the next job's conv1, here rather than at the loop's back edge (C7517)
+        wg_wait_all();  // the next job's conv1, here rather than at the loop's back edge (C7517)
         if (!more) break;
         cur = nxt;
     }
@@ -1575,9 +1624,12 @@ __device__ void tc_ws_block(const FusedArgs& a, u32* smw, const u32* __restrict_
     fence_proxy_async();  // the weights are read by wgmma
     __syncthreads();
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
-    if (wg_index() < WsCfg<C>::NPROD)
-        tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
-    else
+    if (wg_index() < WsCfg<C>::NPROD) {
+        if constexpr (WsCfg<C>::EARLY)
+            tc_wg_fold_ws_early<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+        else
+            tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+    } else
         tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
 }
 
