@@ -196,8 +196,8 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # tile that is not wg.
     # On compute capability 9.0, first of all: the same wgmma tile with its fold blocks' warps specialised (ws, 20 warps:
     # four warpgroups run the chain, the fifth sums conv3 beside them, mbarriers per 4-row group of the Z ring instead of
-    # chunk barriers): 0.508-0.513 ms against 0.535-0.539 for the tile below, alternating in one call, outputs the same
-    # bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised").
+    # chunk barriers): 0.509-0.514 ms against 0.530-0.539 for the tile below, 9 alternating rounds in 3 calls, outputs
+    # the same bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised").
     ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
