@@ -110,7 +110,9 @@ def test_wg_fold_tiles_are_offered_on_hopper_only() -> None:
         offered = fused_candidates(model, limits, ["fp16-fast"])
         assert offered and not any(c.wg for c in offered)
     assert fused.config_for("fp16-fast", 1, **dict(first.params)) == first  # a cached plan's params
-    assert first.kernel_name(1).endswith(", 1, 0, 0, true>") and "wgmma" in first.label
+    assert first.kernel_name(1).endswith(", 1, 0, 0, true, true>") and "wgmma" in first.label and first.ws
+    second = fused.candidate_configs("fp16-fast", 1)[1]  # the same tile without the warp specialisation
+    assert second.wg and not second.ws and second.kernel_name(1).endswith(", 1, 0, 0, true>")
 
 
 def test_wg_fold_parameters_are_checked() -> None:
@@ -119,6 +121,11 @@ def test_wg_fold_parameters_are_checked() -> None:
     assert fused.config_for("fp16-fast", 1, **ok).kernel_name(1).endswith(", 1, 0, 0, true>")
     for bad in (dict(ok, fold=0), dict(ok, rw=32), dict(ok, r=6), dict(ok, nt=448), dict(ok, mb2=3), dict(ok, spart=1),
                 dict(ok, th=65)):
+        with pytest.raises(ValueError):
+            fused.config_for("fp16-fast", 1, **bad)
+    ws = dict(ok, nt=640, ws=1)
+    assert fused.config_for("fp16-fast", 1, **ws).ws and "ws" in fused.config_for("fp16-fast", 1, **ws).label
+    for bad in (dict(ws, wg=0), dict(ws, mb2=2), dict(ws, nt=128), dict(ws, nt=650)):
         with pytest.raises(ValueError):
             fused.config_for("fp16-fast", 1, **bad)
     with pytest.raises(ValueError):

@@ -268,7 +268,7 @@ def test_wgmma_fold_tiles(cp, arch: str) -> None:
     model = MODELS[arch]
     f2 = model.f2
     configs = [c for c in fused.candidate_configs("fp16-fast", f2) + not_offered_configs("fp16-fast", f2)
-               if c.wg and c.fold and not c.rows]
+               if c.wg and c.fold and not c.rows and not c.ws]  # ws tiles: test_ws_fold_tiles_same_bits_as_wg
     assert configs
     rng = np.random.default_rng(67)
     cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
@@ -365,6 +365,48 @@ def test_row_streamed_tiles(cp) -> None:
         fout = net.run(cp.asarray(fplane), (60, 82), 1.0, out=cp.full((60, 82), np.nan, np.float32)).get()
         fref = fused.reference(fplane, (60, 82), 1.0, model)
         assert fout.min() >= 0 and fout.max() <= 1 and float(np.max(np.abs(fout - fref))) <= 1e-2, cfg.label
+
+
+def test_ws_fold_tiles_same_bits_as_wg(cp) -> None:
+    """9-1-5's wg fold tiles with the fold blocks' warps specialised (ws: fused_tc.cu tc_wg_fold_ws, the last warpgroup
+    sums conv3 beside the chain, mbarriers instead of chunk barriers) compute the same sums in the same order as the wg
+    tile without it (nt 512: the thread count changes no sum): raw float output (NaN-poisoned) bit for bit equal, 8- and
+    10-bit, a batch of two planes, on frames whose interior tiles fold (fold tiles counted) and on one with none; 8-bit
+    output equal too; the first frame's raw output also within 1e-2 of the CPU reference."""
+    if _compute_capability(cp) != "9.0":
+        pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
+    model = MODELS["9-1-5"]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 1) + not_offered_configs("fp16-fast", 1) if c.ws]
+    assert configs
+    rng = np.random.default_rng(915)
+    for cfg in configs:
+        net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
+        base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
+            "fp16-fast", 1, **{**{k: v for k, v in cfg.params if k != "ws"}, "nt": 512}))
+        folded = 0
+        for dtype, lr_shape in ((np.uint8, (135, 240)), (np.uint16, (135, 240)), (np.uint8, (270, 480)),
+                                (np.uint8, (77, 101)), (np.uint8, (540, 960))):
+            out_shape = (2 * lr_shape[0], 2 * lr_shape[1])
+            plane = random_plane(lr_shape, dtype, rng)
+            folded += net.fold_tiles(lr_shape, out_shape)
+            mine, theirs = _raw(cp, net, plane, out_shape), _raw(cp, base, plane, out_shape)
+            assert not np.isnan(mine).any(), (cfg.label, lr_shape)
+            assert np.array_equal(mine, theirs), (cfg.label, lr_shape, float(np.max(np.abs(mine - theirs))))
+            if lr_shape == (135, 240) and dtype == np.uint8:
+                ref = fused.reference(plane, out_shape, 255.0, model, raw=True)
+                assert float(np.max(np.abs(mine - ref))) <= 1e-2, cfg.label
+            o8 = [n.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 7, dtype)).get()
+                  for n in (net, base)]
+            assert np.array_equal(o8[0], o8[1]), (cfg.label, lr_shape)
+        # a batch of two planes in one launch (grid z)
+        planes = random_plane((2, 135, 240), np.uint8, rng)
+        outs = []
+        for n in (net, base):
+            out = cp.full((2, 270, 480), np.nan, np.float32)
+            n.run(cp.asarray(planes), (270, 480), 255.0, out=out, raw=True)
+            outs.append(out.get())
+        assert not np.isnan(outs[0]).any() and np.array_equal(outs[0], outs[1]), cfg.label
+        assert folded > 0, cfg.label
 
 
 def test_fp16_fast_runs_9_5_5(cp) -> None:

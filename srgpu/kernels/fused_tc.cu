@@ -206,7 +206,7 @@ struct TcCfg {
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     // WG, F2 == 1 (tc_wg_fold_z): a warpgroup job is 2 rows of one parity x 2 blocks of one column phase; MB2
     // (unused by f2 = 1 otherwise) is the number of jobs a warpgroup keeps in flight together
-    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 128 == 0 &&
+    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 32 == 0 &&
                                     (MB2 == 1 || MB2 == 2)),
                   "WG for f2 = 1: fp16-fast fold tiles, RW 64, R a multiple of 4, whole warpgroups, MB2 1 or 2");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
@@ -1010,6 +1010,20 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 // Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy (wgmma):
 // each writing thread, before the barrier that precedes the MMAs.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// mbarriers in shared memory (WS): init (one thread, then fence_mbar_init and a block barrier), arrive (release at
+// CTA scope: this thread's earlier shared-memory accesses), wait for the phase of `parity` (acquire).
+__device__ __forceinline__ void mbar_init(u32 addr, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(u32 addr) {
+    asm volatile("{ .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" :: "r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 addr, u32 parity) {
+    asm volatile("{ .reg .pred p;\n"
+                 "WS_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WS_WAIT;\n}"
+                 :: "r"(addr), "r"(parity) : "memory");
+}
 
 // d = A x B + (acc ? d : 0): the first MMA of a sum passes acc = 0 instead of zeroing d (moves into d
 // between the fence and the MMA make ptxas serialise the MMAs).
@@ -1349,13 +1363,283 @@ __device__ void tc_wg_fold_z(const u32* smw, float* Z, int z0, int z1, int d0, i
     }
 }
 
+// ---------------------------------------------------------------- WS: warp-specialised fold blocks
+//
+// Fold blocks (their Z region lies inside the frame: fold.regular_range, so no border fix-up) walk the whole Z region
+// in one pass, without chunks or block barriers: the first NPROD warpgroups run tc_wg_fold_z's chain over jobs wg,
+// wg + NPROD, ... (job 4 q + 2 py + px writes rows 4 q + py and + 2 of column phase px: row group q is complete after
+// jobs 4 q .. 4 q + 3), and the remaining NCONS threads (the warps after them: a whole warpgroup or less) sum conv3
+// for output rows 4 q' .. 4 q' + 3 once row groups q' and q' + 1 are in the ring. The Z ring's CZ rows are NG groups
+// of 4: group q in ring group q % NG. full[g]: 4 jobs x 128 threads arrive after their Z stores; empty[g]: the NCONS
+// summing threads arrive after the output rows that last read it. A producer waits for empty before its Z stores,
+// not before its MMAs. Same arithmetic in the same order as the chunked walk: the outputs are the same bits.
+// Each group's two mbarriers lie in the 4 words after Z plane g's CZ rows (PZ's padding, read and written by nothing
+// else). (Not in TcCfg: a new template parameter there changes the other kernels' machine code.)
+template <class C>
+struct WsCfg {
+    static constexpr int NG = C::CZ / 4, PAD = C::CZ * C::RW_;
+    static constexpr int NPROD = (C::NW - 1) / 4, NCONS = 32 * C::NW - 128 * NPROD;
+    // tc_wg_fold_ws_early (the next job's conv1 issued before this job's Z stores): with the registers of 16 warps or
+    // fewer (at 20, 95 registers, ptxas serialises every wgmma, C7512, and spills)
+    static constexpr bool EARLY = C::NW <= 16;
+    static_assert(C::WGF && C::MB2_ == 1 && NPROD >= 1 && C::CZ % 4 == 0 && NG <= 25 && C::PZ - PAD >= 4 &&
+                      (C::O_Z + PAD) % 2 == 0 && C::PZ % 2 == 0 && C::O_B1 % 4 == 0 && C::O_W1F % 4 == 0 &&
+                      C::O_W1P % 4 == 0 && C::G_W1P % 4 == 0 && C::O_LR % 4 == 0,
+                  "WS: wgmma fold tiles of f2 = 1, one job per warpgroup, a warpgroup and a warp or more");
+};
+// The mbarriers of ring group g: after Z plane g's rows (bars = the first one's address).
+template <class C>
+__device__ __forceinline__ u32 ws_bars(const u32* smw) { return smem_u32(smw + C::O_Z + WsCfg<C>::PAD); }
+template <class C>
+__device__ __forceinline__ u32 ws_full(u32 bars, int g) { return bars + 4 * C::PZ * g; }
+template <class C>
+__device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::PZ * g + 8; }
+
+// The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NPROD warpgroups, one job at a time).
+template <class C>
+__device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
+    static_assert(C::MB2_ == 1, "WS: one job at a time");
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* L = smw + C::O_LR;
+    const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
+    const u32 bars = ws_bars<C>(smw);
+    const int nj = (nz + 3) / 4 * 4;
+    constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
+    int job0 = wg;
+    if (job0 >= nj) return;  // warpgroup-uniform
+    WgFoldJobs<C> cur, nxt;
+    u32 a1[1][4][4];
+    cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
+#pragma unroll 1
+    for (;; job0 += STEP) {
+        const bool more = job0 + STEP < nj;  // warpgroup-uniform
+        u32 bw[1];
+        bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
+        float acc1[1][32];
+        tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+        wg_wait_all();
+        u32 a2[1][4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) tc_wg_to_a<32>(acc1[0], b1, cq, k, fscale, a2[0][k]);
+        bw[0] = w2s;
+        float acc2[1][16];
+        tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
+        if (more) nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        wg_wait_all();
+        u32 a3[1][2][4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) tc_wg_to_a<16>(acc2[0], b2, cq, k, 1.f, a3[0][k]);
+        bw[0] = w3s;
+        float acc3[1][16];
+        tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
+        const int q = job0 >> 2, g = q % NG;
+        if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
+        wg_wait_all();
+        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int d = 8 * j + 2 * cq;
+            if (d < 25) {
+                zrow[d * C::PZ] = acc3[0][4 * j];
+                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
+            }
+            if (d + 1 < 25) {
+                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
+                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
+            }
+        }
+        mbar_arrive(ws_full<C>(bars, g));
+        if (!more) break;
+        cur = nxt;
+    }
+}
+
+// tc_wg_fold_ws with 16 warps or fewer (WsCfg::EARLY: the registers allow it): off the chain's critical path, conv1's
+// biases are loaded once, conv2's while its MMAs run, and the next job's conv1 MMAs are issued before this job's Z
+// stores, which then run under them (waited for after the stores: ptxas would add that wait at the loop's back edge
+// itself, C7517). Measured faster than tc_wg_fold_ws at 16 warps, slower with its bias loads at 20 (BENCHMARKS.md).
+template <class C>
+__device__ void tc_wg_fold_ws_early(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
+    static_assert(C::MB2_ == 1, "WS: one job at a time");
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* L = smw + C::O_LR;
+    const u32 w1s = smem_u32(smw + C::O_W1P), w2s = smem_u32(smw + C::O_W2G), w3s = smem_u32(smw + C::O_W3G);
+    const u32 bars = ws_bars<C>(smw);
+    const int nj = (nz + 3) / 4 * 4;
+    constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
+    int job0 = wg;
+    if (job0 >= nj) return;  // warpgroup-uniform
+    WgFoldJobs<C> cur, nxt;
+    u32 a1[1][4][4];
+    u32 bw[1];
+    float acc1[1][32];
+    static_assert(WsCfg<C>::EARLY, "the registers of 16 warps or fewer");
+    float2 bb1[8];
+    cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) bb1[j] = *reinterpret_cast<const float2*>(b1 + 8 * j + 2 * cq);
+    bw[0] = w1s + cur.ph[0] * (C::W1P * 4);
+    tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+#pragma unroll 1
+    for (;; job0 += STEP) {
+        const bool more = job0 + STEP < nj;  // warpgroup-uniform
+        wg_wait_all();  // conv1's MMAs (issued before the loop or under the previous job's Z stores)
+        // conv2: A = ReLU(conv1 * fscale + b1) (tc_wg_to_a's arithmetic)
+        u32 a2[1][4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int jj = 2 * k + h;
+                const float2 b = bb1[jj];
+                a2[0][k][2 * h] = pack_h2_relu(fmaf(acc1[0][4 * jj], fscale, b.x), fmaf(acc1[0][4 * jj + 1], fscale, b.y));
+                a2[0][k][2 * h + 1] =
+                    pack_h2_relu(fmaf(acc1[0][4 * jj + 2], fscale, b.x), fmaf(acc1[0][4 * jj + 3], fscale, b.y));
+            }
+        bw[0] = w2s;
+        float acc2[1][16];
+        tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
+        if (more) nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        float2 bb2[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) bb2[j] = *reinterpret_cast<const float2*>(b2 + 8 * j + 2 * cq);
+        wg_wait_all();
+        // the Z GEMM: A = ReLU(conv2 + b2) (tc_wg_to_a with scale 1: fmaf(x, 1, b) = x + b)
+        u32 a3[1][2][4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int jj = 2 * k + h;
+                const float2 b = bb2[jj];
+                a3[0][k][2 * h] = pack_h2_relu(fmaf(acc2[0][4 * jj], 1.f, b.x), fmaf(acc2[0][4 * jj + 1], 1.f, b.y));
+                a3[0][k][2 * h + 1] = pack_h2_relu(fmaf(acc2[0][4 * jj + 2], 1.f, b.x), fmaf(acc2[0][4 * jj + 3], 1.f, b.y));
+            }
+        bw[0] = w3s;
+        float acc3[1][16];
+        tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
+        const int q = job0 >> 2, g = q % NG;
+        if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
+        wg_wait_all();
+        if (more) {  // the next job's conv1 under this job's Z stores
+            bw[0] = w1s + nxt.ph[0] * (C::W1P * 4);
+            tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
+        }
+        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int d = 8 * j + 2 * cq;
+            if (d < 25) {
+                zrow[d * C::PZ] = acc3[0][4 * j];
+                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
+            }
+            if (d + 1 < 25) {
+                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
+                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
+            }
+        }
+        mbar_arrive(ws_full<C>(bars, g));
+        wg_wait_all();  // the next job's conv1, here rather than at the loop's back edge (C7517)
+        if (!more) break;
+        cur = nxt;
+    }
+}
+
+// The sum (the threads after the producers' warpgroups): fused_conv3_rows's arithmetic for output rows [0, nout), 4
+// at a time.
+template <class C>
+__device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
+                          int ox0) {
+    constexpr int TW = C::TW, CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG, NC = WsCfg<C>::NCONS;
+    const u32 bars = ws_bars<C>(smw);
+    const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
+    const int t = threadIdx.x - 128 * WsCfg<C>::NPROD;
+    const int ngr = (nz + 3) / 4;
+#pragma unroll 1
+    for (int q = 0; 4 * q < nout; ++q) {
+        mbar_wait(ws_full<C>(bars, q % NG), (q / NG) & 1);
+        if (q + 1 < ngr) mbar_wait(ws_full<C>(bars, (q + 1) % NG), ((q + 1) / NG) & 1);
+        const int i0 = 4 * q, n = (min(i0 + 4, nout) - i0) * TW;
+        for (int e = t; e < n; e += NC) {
+            const int i = i0 + e / TW, j = e % TW;
+            if (j >= ncol) continue;
+            float part[5];
+#pragma unroll
+            for (int dy = 0; dy < 5; ++dy) {
+                const float* zr = Z + ((i + dy) % CZ) * RW + j + dy * 5 * PZ;
+                part[dy] = zr[0];
+#pragma unroll
+                for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * PZ + dx];
+            }
+            const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
+            fused_store(a, oy0 + i, ox0 + j, v);
+        }
+        mbar_arrive(ws_empty<C>(bars, q % NG));
+    }
+}
+
+// A fold block of a WS kernel, whole. Its input stage with every global load in flight at once: the fold path's
+// weights by cp.async (the biases and b3, the phase matrices, conv2's and the Z GEMM's wgmma weights; not the edge
+// blocks' fragments), the LR samples into registers first and then to shared memory as tc_load_lr stores them; the
+// mbarriers initialised meanwhile; one block barrier. Then the roles.
+template <class C, int NT>
+__device__ void tc_ws_block(const FusedArgs& a, u32* smw, const u32* __restrict__ weights, const FoldBlock& fb, int nz,
+                            int nout, int ncol, int oy0, int ox0, float fscale) {
+    const int tid = threadIdx.x;
+    const u32 s0 = smem_u32(smw);
+    for (int i = tid; i < (C::O_W1F - C::O_B1) / 4; i += NT) cp_async16(s0 + 4 * (C::O_B1 + 4 * i), weights + C::O_B1 + 4 * i);
+    for (int i = tid; i < (C::O_LR - C::O_W1P) / 4; i += NT)
+        cp_async16(s0 + 4 * (C::O_W1P + 4 * i), weights + C::G_W1P + 4 * i);
+    {  // tc_load_lr's samples and stores
+        unsigned short* Lh = reinterpret_cast<unsigned short*>(smw + C::O_LR);
+        constexpr int LW = 2 * C::LRWW, N = LW + 1, NE = C::LRR * N, K = (NE + NT - 1) / NT;
+        unsigned short hv[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int e = tid + k * NT, r = e / N, c = e - r * N;
+            hv[k] = e < NE ? f2h(fold_sample(a, fb.ly0 + r, fb.lx0 + c)) : (unsigned short)0;
+        }
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int e = tid + k * NT, r = e / N, c = e - r * N;
+            if (e < NE) {
+                if (c < LW) Lh[r * LW + c] = hv[k];
+                if (c >= 1) Lh[2 * C::PLR + r * LW + c - 1] = hv[k];
+            }
+        }
+    }
+    if (tid == 0) {
+        const u32 bars = ws_bars<C>(smw);
+        for (int g = 0; g < WsCfg<C>::NG; ++g) {
+            mbar_init(ws_full<C>(bars, g), 4 * 128);
+            mbar_init(ws_empty<C>(bars, g), WsCfg<C>::NCONS);
+        }
+        fence_mbar_init();
+    }
+    cp_async_wait_all();
+    fence_proxy_async();  // the weights are read by wgmma
+    __syncthreads();
+    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
+    if (wg_index() < WsCfg<C>::NPROD) {
+        if constexpr (WsCfg<C>::EARLY)
+            tc_wg_fold_ws_early<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+        else
+            tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
+    } else
+        tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
+}
+
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
 // MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART, ABLATE: TcCfg.
 // WG: conv2 on the warpgroup MMA (built for sm_90a only; the section above).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false>
+          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
 __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                      const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
@@ -1370,6 +1654,14 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     // the region conv1 computes: the Z region, or with F2 > 1 the A1 window's (an H2 halo more on each side)
     if constexpr (FOLD) fb = fold_block(a, fold, zvy - C::H2, nz + 2 * C::H2, zvx - C::H2, C::RW1);
     const bool folding = fb.on;
+    if constexpr (WS) {  // fold blocks: warps specialised, no chunks (tc_ws_block); block-uniform
+        if (folding) {
+            tc_ws_block<C, NT>(a, smw, weights, fb, nz, nout, ncol, oy0, ox0, fscale);
+            return;
+        }
+    } else {
+        static_assert(!WG || F2 > 1 || NT % 128 == 0, "WG for f2 = 1 without WS: whole warpgroups");
+    }
     {
         const uint4* src = reinterpret_cast<const uint4*>(weights);
         uint4* dst = reinterpret_cast<uint4*>(smw);
@@ -1479,8 +1771,8 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
 }
 
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false>
-__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG neither)
+          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
+__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG, WS neither)
     typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, 0, WG> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;

@@ -47,6 +47,9 @@ class FusedConfig:
     spart: int = 0  # 'tc' with stream: parts per tap row, double-buffered by cp.async (0: one row, one buffer)
     wg: bool = False  # 'tc': conv2 on the warpgroup MMA (sm_90a)
     rows: bool = False  # with wg, 9-5-5: the row-streamed tile (fused_rows.cu); r: its A1 ring slots
+    # 'tc' with wg, f2 = 1, mb2 = 1: fold blocks with warps specialised (fused_tc.cu tc_wg_fold_ws): the last
+    # warpgroup sums conv3 while the others run the chain, mbarriers instead of chunk barriers
+    ws: bool = False
 
     @property
     def arithmetic(self) -> Arithmetic:
@@ -65,8 +68,8 @@ class FusedConfig:
     def _tc_extra(self) -> str:
         """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
         so every earlier tile keeps its kernel name."""
-        if self.wg:  # then the phase-removal argument (always 0 here) and WG
-            return f", {self.minb}, {self.spart}, 0, true"
+        if self.wg:  # then the phase-removal argument (always 0 here), WG and (where set) WS
+            return f", {self.minb}, {self.spart}, 0, true" + (", true" if self.ws else "")
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
@@ -100,7 +103,8 @@ class FusedConfig:
                 ("p", self.p), ("fold", int(self.fold)), ("stream", int(self.stream)))
         # minb / spart only where set: earlier tiles keep their params (cached plans, labels)
         return base + tuple((k, v) for k, v, d in (("minb", self.minb, 1), ("spart", self.spart, 0),
-                                                   ("wg", int(self.wg), 0), ("rows", int(self.rows), 0)) if v != d)
+                                                   ("wg", int(self.wg), 0), ("ws", int(self.ws), 0),
+                                                   ("rows", int(self.rows), 0)) if v != d)
 
     @property
     def label(self) -> str:
@@ -109,7 +113,7 @@ class FusedConfig:
         part = f"/{self.spart} pipe" if self.spart else ""
         return (s + (" fold" if self.fold else "") + (" stream" if self.stream else "")
                 + part + (f" {self.minb}/SM" if self.minb != 1 else "") + (" wgmma" if self.wg else "")
-                + (" rows" if self.rows else ""))
+                + (" ws" if self.ws else "") + (" rows" if self.rows else ""))
 
 
 def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
@@ -125,6 +129,7 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
         base.pop("minb", None)
         base.pop("spart", None)
         base.pop("wg", None)
+        base.pop("ws", None)
         base.pop("rows", None)
     if params.get("rows"):  # the row-streamed tile: one MMA block per producer warp, no streamed weights
         base.update(stream=0, mb1=1, mb2=1)
@@ -142,16 +147,21 @@ def config_for(arithmetic: Arithmetic, f2: int, **params: int) -> FusedConfig:
     if base["spart"] < 0 or (base["spart"] and (not base["stream"] or (4 * f2) % base["spart"])):
         raise ValueError("spart: 0, or with stream=1 a divisor of conv2's 4 * f2 K-steps per tap row")
     base["wg"] = bool(base.get("wg", False))
+    base["ws"] = bool(base.get("ws", False))
+    if base["ws"] and (not base["wg"] or f2 != 1 or base.get("mb2", 2) != 1 or base["nt"] < 160 or base["nt"] % 32):
+        raise ValueError("ws (warp-specialised fold blocks) is built for 9-1-5's wg tiles with mb2 1 and nt a multiple "
+                         "of 32, at least 160 (a warpgroup for the chain and a warp for the sum)")
     base["rows"] = bool(base.get("rows", False))
     if base["rows"]:  # fused_rows.cu RowsCfg
         if (arithmetic != "fp16-fast" or f2 != 5 or not base["wg"] or not base["fold"] or base["stream"] or base["spart"]
                 or base["minb"] != 1 or base["rw"] != 64 or base["nt"] != 384 or base["r"] not in (2, 3)
                 or base["th"] < 8 or base["th"] % 2 or (base["th"] + 4) % 6 or base["mb1"] != 1
-                or base["mb2"] != 1):
+                or base["mb2"] != 1 or base["ws"]):
             raise ValueError("rows (the row-streamed 9-5-5 tile) is built for fp16-fast with wg and fold, rw 64, nt 384, "
                              "mb1 = mb2 = 1, no stream, r (A1 ring slots) 2 or 3, th even with th + 4 a multiple of 6")
     elif base["wg"] and f2 == 1:  # the fold chain's three GEMMs on wgmma (fused_tc.cu tc_wg_fold_z)
-        if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4 or base["nt"] % 128
+        if (arithmetic != "fp16-fast" or not base["fold"] or base["rw"] != 64 or base["r"] % 4
+                or base["nt"] % (32 if base["ws"] else 128)
                 or base["th"] % 2 or base.get("mb2", 2) not in (1, 2)):
             raise ValueError("wg for 9-1-5 (the fold chain on wgmma) is built for fp16-fast fold tiles with rw 64, r a "
                              "multiple of 4, even th, nt a multiple of 128, mb2 (jobs per warpgroup at once) 1 or 2")
@@ -211,7 +221,12 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # wgmma"). Elsewhere: 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails):
     # 0.576 ms, 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24). config_for's default is the first
     # tile that is not wg.
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
+    # On compute capability 9.0, first of all: the same wgmma tile with its fold blocks' warps specialised (ws, 20 warps:
+    # four warpgroups run the chain, the fifth sums conv3 beside them, mbarriers per 4-row group of the Z ring instead of
+    # chunk barriers): 0.509-0.514 ms against 0.530-0.539 for the tile below, 9 alternating rounds in 3 calls, outputs
+    # the same bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised").
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+                       dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=66, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
                        dict(th=64, rw=64, r=16, nt=512, mb1=2, mb2=2, fold=1),
