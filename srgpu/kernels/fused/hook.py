@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import EngineError
-from ..build import build_in_background, built_for_arch
 from ...model import SRCNNModel
+from ..build import build_in_background, built_for_arch
 from .runner import FusedSRCNN
 from .smem import shared_bytes
 from .tiles import Arithmetic, FusedConfig, candidate_configs, config_for
