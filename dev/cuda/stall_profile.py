@@ -130,6 +130,8 @@ def report(args: argparse.Namespace) -> int:
     by_line: dict[int, float] = defaultdict(float)
     reasons: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     by_op: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    by_role: dict[str, float] = defaultdict(float)  # the phase's own callee (a warp-specialised block's roles)
+    role_reasons: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     total = total_ni = 0.0
     base: int | None = None
     unmapped = 0
@@ -150,13 +152,14 @@ def report(args: argparse.Namespace) -> int:
         chain = table.get(a)
         if not chain:
             unmapped += 1
-            inner = phase = "?"
+            inner = phase = role = "?"
         else:
             inner = lines[chain[0]] if chain[0] < len(lines) else "?"
             outer = [lines[n] for n in chain if n < len(lines)]
             # the phase: the function the kernel called (the last frame before fused_tc itself)
             callers = [n for n in outer if n not in ("fused_tc",)]
             phase = callers[-1] if callers else "fused_tc"
+            role = f"{phase} > {callers[-2]}" if len(callers) >= 2 else phase
         by_phase[phase] += s
         by_phase_ni[phase] += ni
         by_inner[inner] += s
@@ -166,8 +169,10 @@ def report(args: argparse.Namespace) -> int:
         if op.startswith("@"):
             op = r[src_c].split()[1] if len(r[src_c].split()) > 1 else op
         by_op[phase][op.split(".")[0]] += s
+        by_role[role] += s
         for i in reason_cs:
             reasons[phase][head[i]] += num(r[i])
+            role_reasons[role][head[i]] += num(r[i])
     print(f"{info['label']}: {total:.0f} samples ({total_ni:.0f} not issued), {unmapped} rows without a line")
     print(f"{'phase (function the kernel called)':40s} {'all %':>7s} {'not issued %':>13s}  top instructions / reasons")
     for ph, s in sorted(by_phase.items(), key=lambda kv: -kv[1]):
@@ -176,6 +181,11 @@ def report(args: argparse.Namespace) -> int:
         print(f"{ph:40s} {100 * s / total:7.2f} {100 * by_phase_ni[ph] / max(total_ni, 1):13.2f}  "
               + " ".join(f"{o}:{100 * v / total:.1f}" for o, v in ops)
               + ("  | " + " ".join(f"{n.replace('stall_', '')}:{100 * v / total:.1f}" for n, v in rs) if rs else ""))
+    print(f"\n{'role (the phase and its callee)':60s} {'all %':>7s}  top reasons")
+    for ro, s in sorted(by_role.items(), key=lambda kv: -kv[1])[:12]:
+        rs = sorted(role_reasons[ro].items(), key=lambda kv: -kv[1])[:6]
+        print(f"{ro[:60]:60s} {100 * s / total:7.2f}  "
+              + " ".join(f"{n.replace('stall_', '')}:{100 * v / total:.1f}" for n, v in rs))
     print(f"\n{'innermost function':40s} {'all %':>7s}")
     for fn, s in sorted(by_inner.items(), key=lambda kv: -kv[1])[:25]:
         print(f"{fn:40s} {100 * s / total:7.2f}")
