@@ -1549,12 +1549,17 @@ __device__ void tc_wg_fold_ws_early(const u32* smw, float* Z, int nz, int d0, in
     }
 }
 
-// The sum (the threads after the producers' warpgroups): fused_conv3_rows's arithmetic for output rows [0, nout), 4
-// at a time.
+// The sum (the threads after the producers' warpgroups): fused_conv3_rows's arithmetic, in the same order, for
+// output rows [0, nout), 4 at a time. A group's 4 x RW output slots are spread over the summing threads: slot s is
+// row s / RW of the group, column s % RW (columns past ncol are not stored). Output row 4 q + r reads Z rows
+// 4 q + r + dy, dy = 0..4: ring group q's rows while r + dy < 4, then group q + 1's; so each row's address is one of
+// two per-group bases plus a constant, and every plane and column offset is an immediate of the load.
 template <class C>
 __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
                           int ox0) {
-    constexpr int TW = C::TW, CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG, NC = WsCfg<C>::NCONS;
+    constexpr int CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG, NC = WsCfg<C>::NCONS;
+    constexpr int SLOTS = 4 * RW, PASSES = (SLOTS + NC - 1) / NC;
+    static_assert(CZ == 4 * NG, "the ring holds whole groups of 4 rows");
     const u32 bars = ws_bars<C>(smw);
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
     const int t = threadIdx.x - 128 * WsCfg<C>::NPROD;
@@ -1563,20 +1568,23 @@ __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, in
     for (int q = 0; 4 * q < nout; ++q) {
         mbar_wait(ws_full<C>(bars, q % NG), (q / NG) & 1);
         if (q + 1 < ngr) mbar_wait(ws_full<C>(bars, (q + 1) % NG), ((q + 1) / NG) & 1);
-        const int i0 = 4 * q, n = (min(i0 + 4, nout) - i0) * TW;
-        for (int e = t; e < n; e += NC) {
-            const int i = i0 + e / TW, j = e % TW;
-            if (j >= ncol) continue;
+        const int nrow = min(4, nout - 4 * q);
+        const int o0 = 4 * (q % NG) * RW;            // Z row 4 q + k at Z + o0 + k * RW (k < 4)
+        const int o1 = (4 * ((q + 1) % NG) - 4) * RW;  // and at Z + o1 + k * RW (k >= 4)
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int s = t + p * NC, r = s / RW, j = s % RW;
+            if (s >= SLOTS || r >= nrow || j >= ncol) continue;
             float part[5];
 #pragma unroll
             for (int dy = 0; dy < 5; ++dy) {
-                const float* zr = Z + ((i + dy) % CZ) * RW + j + dy * 5 * PZ;
+                const float* zr = Z + (r + dy < 4 ? o0 : o1) + (r + dy) * RW + j + dy * 5 * PZ;
                 part[dy] = zr[0];
 #pragma unroll
                 for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * PZ + dx];
             }
             const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
-            fused_store(a, oy0 + i, ox0 + j, v);
+            fused_store(a, oy0 + 4 * q + r, ox0 + j, v);
         }
         mbar_arrive(ws_empty<C>(bars, q % NG));
     }
