@@ -1268,22 +1268,28 @@ struct WgFoldJobs {
                                          int d0, int d1, int warp, int r0, int cq) {
 #pragma unroll
         for (int i = 0; i < C::MB2_; ++i) {
-            const int job = min(job0 + i, nj - 1), q = job >> 2, py = (job >> 1) & 1, px = job & 1;
-            const int first = z0 + 4 * q + py, r = first + 2 * (warp >> 1);
-            row[i] = r < z1 ? r : first;
-            ph[i] = py * 2 + px;
-            const int lrow = (row[i] >> 1) + (py ? d1 : d0);
-            const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
-            const int b0 = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
-            col[i] = px + 32 * (warp & 1) + 2 * r0;
+            const int job = min(job0 + i, nj - 1);
+            load_job(a1[i], i, L, job >> 2, (job >> 1) & 1, job & 1, z0, z1, d0, d1, warp, r0, cq);
+        }
+    }
+    // job 4 q + 2 py + px into slot i (tc_wg_fold_ws: with py and px the same for all of a warpgroup's jobs, the
+    // compiler takes what depends on them out of its loop)
+    __device__ __forceinline__ void load_job(u32 (&a)[4][4], int i, const u32* L, int q, int py, int px, int z0, int z1,
+                                             int d0, int d1, int warp, int r0, int cq) {
+        const int first = z0 + 4 * q + py, r = first + 2 * (warp >> 1);
+        row[i] = r < z1 ? r : first;
+        ph[i] = py * 2 + px;
+        const int lrow = (row[i] >> 1) + (py ? d1 : d0);
+        const int lcol = 16 * (warp & 1) + r0 + (px ? d1 : d0);
+        const int b0 = (lcol & 1) * C::PLR + lrow * C::LRWW + (lcol >> 1) + cq;
+        col[i] = px + 32 * (warp & 1) + 2 * r0;
 #pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                const int w = b0 + 2 * s * C::LRWW;
-                a1[i][s][0] = L[w];
-                a1[i][s][1] = L[w + 4];  // position r0 + 8: eight LR columns on
-                a1[i][s][2] = L[w + C::LRWW];
-                a1[i][s][3] = L[w + C::LRWW + 4];
-            }
+        for (int s = 0; s < 4; ++s) {
+            const int w = b0 + 2 * s * C::LRWW;
+            a[s][0] = L[w];
+            a[s][1] = L[w + 4];  // position r0 + 8: eight LR columns on
+            a[s][2] = L[w + C::LRWW];
+            a[s][3] = L[w + C::LRWW + 4];
         }
     }
 };
@@ -1409,9 +1415,14 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
     constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
     int job0 = wg;
     if (job0 >= nj) return;  // warpgroup-uniform
+    // STEP 4: warpgroup wg's jobs wg + 4 q all have phase wg, so their phase matrix, LR columns and Z column do not
+    // change, and group q's ring group and lap are counted rather than divided out
+    const int py = (wg >> 1) & 1, px = wg & 1;
+    int q = job0 >> 2, g = q % NG, lap = q / NG;
     WgFoldJobs<C> cur, nxt;
     u32 a1[1][4][4];
-    cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
+    if constexpr (STEP == 4) cur.load_job(a1[0], 0, L, q, py, px, 0, nz, d0, d1, warp, r0, cq);
+    else cur.load(a1, L, job0, nj, 0, nz, d0, d1, warp, r0, cq);
 #pragma unroll 1
     for (;; job0 += STEP) {
         const bool more = job0 + STEP < nj;  // warpgroup-uniform
@@ -1426,7 +1437,10 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
         bw[0] = w2s;
         float acc2[1][16];
         tc_wg_gemm_rs_issue(acc2, a2, bw, 1024, 512);
-        if (more) nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);  // under conv2's MMAs
+        if (more) {  // under conv2's MMAs
+            if constexpr (STEP == 4) nxt.load_job(a1[0], 0, L, q + 1, py, px, 0, nz, d0, d1, warp, r0, cq);
+            else nxt.load(a1, L, job0 + STEP, nj, 0, nz, d0, d1, warp, r0, cq);
+        }
         wg_wait_all();
         u32 a3[1][2][4];
 #pragma unroll
@@ -1434,10 +1448,10 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
         bw[0] = w3s;
         float acc3[1][16];
         tc_wg_gemm_rs_issue(acc3, a3, bw, 1024, 512);
-        const int q = job0 >> 2, g = q % NG;
-        if (q >= NG) mbar_wait(ws_empty<C>(bars, g), (q / NG - 1) & 1);  // output rows of group q - NG summed
+        if constexpr (STEP != 4) q = job0 >> 2, g = q % NG, lap = q / NG;
+        if (lap > 0) mbar_wait(ws_empty<C>(bars, g), (lap - 1) & 1);  // output rows of group q - NG summed
         wg_wait_all();
-        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
+        float* zrow = Z + (4 * g + cur.row[0] - 4 * q) * C::RW_ + cur.col[0];  // row 4 q + k: ring row 4 (q % NG) + k
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int d = 8 * j + 2 * cq;
@@ -1453,6 +1467,10 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
         mbar_arrive(ws_full<C>(bars, g));
         if (!more) break;
         cur = nxt;
+        if constexpr (STEP == 4) {
+            ++q;
+            if (++g == NG) g = 0, ++lap;
+        }
     }
 }
 
