@@ -1401,6 +1401,27 @@ __device__ __forceinline__ u32 ws_full(u32 bars, int g) { return bars + 4 * C::P
 template <class C>
 __device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::PZ * g + 8; }
 
+// A WS block's Z rows are split by column phase: frame column c of the Z region is word (c & 1) * 32 + (c >> 1) of its
+// row, so that a chain warp's stores of a plane (8 consecutive positions of one phase x 4 planes 8 banks apart) fall in
+// 32 banks, as do the summing warps' loads (32 outputs of one parity). The chunked walk keeps columns in order.
+__device__ __forceinline__ int ws_zcol(int c) { return (c & 1) * 32 + (c >> 1); }
+// One job's Z values into the ring (zrow: its first position's word; accumulator rows r0 + 8 are 8 words on).
+template <class C>
+__device__ __forceinline__ void ws_store_z(float* zrow, const float (&acc3)[16], int cq) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int d = 8 * j + 2 * cq;
+        if (d < 25) {
+            zrow[d * C::PZ] = acc3[4 * j];
+            zrow[d * C::PZ + 8] = acc3[4 * j + 2];
+        }
+        if (d + 1 < 25) {
+            zrow[(d + 1) * C::PZ] = acc3[4 * j + 1];
+            zrow[(d + 1) * C::PZ + 8] = acc3[4 * j + 3];
+        }
+    }
+}
+
 // The chain: Z rows [0, nz) (tc_wg_fold_z with z0 = 0, z1 = nz, NPROD warpgroups, one job at a time).
 template <class C>
 __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, float fscale) {
@@ -1451,19 +1472,8 @@ __device__ void tc_wg_fold_ws(const u32* smw, float* Z, int nz, int d0, int d1, 
         if constexpr (STEP != 4) q = job0 >> 2, g = q % NG, lap = q / NG;
         if (lap > 0) mbar_wait(ws_empty<C>(bars, g), (lap - 1) & 1);  // output rows of group q - NG summed
         wg_wait_all();
-        float* zrow = Z + (4 * g + cur.row[0] - 4 * q) * C::RW_ + cur.col[0];  // row 4 q + k: ring row 4 (q % NG) + k
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int d = 8 * j + 2 * cq;
-            if (d < 25) {
-                zrow[d * C::PZ] = acc3[0][4 * j];
-                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
-            }
-            if (d + 1 < 25) {
-                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
-                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
-            }
-        }
+        float* zrow = Z + (4 * g + cur.row[0] - 4 * q) * C::RW_ + ws_zcol(cur.col[0]);  // row 4 q + k: ring row 4 g + k
+        ws_store_z<C>(zrow, acc3[0], cq);
         mbar_arrive(ws_full<C>(bars, g));
         if (!more) break;
         cur = nxt;
@@ -1547,19 +1557,8 @@ __device__ void tc_wg_fold_ws_early(const u32* smw, float* Z, int nz, int d0, in
             bw[0] = w1s + nxt.ph[0] * (C::W1P * 4);
             tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);
         }
-        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + cur.col[0];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int d = 8 * j + 2 * cq;
-            if (d < 25) {
-                zrow[d * C::PZ] = acc3[0][4 * j];
-                zrow[d * C::PZ + 16] = acc3[0][4 * j + 2];
-            }
-            if (d + 1 < 25) {
-                zrow[(d + 1) * C::PZ] = acc3[0][4 * j + 1];
-                zrow[(d + 1) * C::PZ + 16] = acc3[0][4 * j + 3];
-            }
-        }
+        float* zrow = Z + (cur.row[0] % C::CZ) * C::RW_ + ws_zcol(cur.col[0]);
+        ws_store_z<C>(zrow, acc3[0], cq);
         mbar_arrive(ws_full<C>(bars, g));
         wg_wait_all();  // the next job's conv1, here rather than at the loop's back edge (C7517)
         if (!more) break;
@@ -1568,19 +1567,36 @@ __device__ void tc_wg_fold_ws_early(const u32* smw, float* Z, int nz, int d0, in
 }
 
 // The sum (the threads after the producers' warpgroups): fused_conv3_rows's arithmetic, in the same order, for
-// output rows [0, nout), 4 at a time. A group's 4 x RW output slots are spread over the summing threads: slot s is
-// row s / RW of the group, column s % RW (columns past ncol are not stored). Output row 4 q + r reads Z rows
-// 4 q + r + dy, dy = 0..4: ring group q's rows while r + dy < 4, then group q + 1's; so each row's address is one of
-// two per-group bases plus a constant, and every plane and column offset is an immediate of the load.
+// output rows [0, nout), 4 at a time. A group's 4 rows x 2 column parities are 8 units of 32 outputs (columns
+// 2 l + parity, past ncol not stored), one per summing warp at a time; a unit's loads of a plane are 32 consecutive
+// words of one phase half (ws_zcol). Output row 4 q + r reads Z rows 4 q + r + dy, dy = 0..4: ring group q's rows
+// while r + dy < 4, then group q + 1's; so each row's address is one of two per-group bases plus a constant, and every
+// plane and column offset is an immediate of the load.
+template <class C, int PJ>
+__device__ __forceinline__ void tc_ws_sum_unit(const FusedArgs& a, const float* Z, int o0, int o1, int r, int l, int ncol,
+                                               float b3, int y, int ox0) {
+    constexpr int RW = C::RW_, PZ = C::PZ;
+    const int j = 2 * l + PJ;
+    if (j >= ncol) return;
+    float part[5];
+#pragma unroll
+    for (int dy = 0; dy < 5; ++dy) {
+        const float* zr = Z + (r + dy < 4 ? o0 : o1) + (r + dy) * RW + l + dy * 5 * PZ;
+        part[dy] = zr[PJ * 32];  // column j + dx: word ((PJ + dx) & 1) * 32 + l + (PJ + dx) / 2
+#pragma unroll
+        for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * PZ + ((PJ + dx) & 1) * 32 + (PJ + dx) / 2];
+    }
+    const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
+    fused_store(a, y, ox0 + j, v);
+}
 template <class C>
 __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
                           int ox0) {
-    constexpr int CZ = C::CZ, RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG, NC = WsCfg<C>::NCONS;
-    constexpr int SLOTS = 4 * RW, PASSES = (SLOTS + NC - 1) / NC;
-    static_assert(CZ == 4 * NG, "the ring holds whole groups of 4 rows");
+    constexpr int CZ = C::CZ, RW = C::RW_, NG = WsCfg<C>::NG, NWS = WsCfg<C>::NCONS / 32;
+    static_assert(CZ == 4 * NG && RW == 64 && WsCfg<C>::NCONS % 32 == 0, "whole ring groups, 64-column rows, warps");
     const u32 bars = ws_bars<C>(smw);
     const float b3 = reinterpret_cast<const float*>(smw)[C::O_B3];
-    const int t = threadIdx.x - 128 * WsCfg<C>::NPROD;
+    const int t = threadIdx.x - 128 * WsCfg<C>::NPROD, w = t >> 5, l = t & 31;
     const int ngr = (nz + 3) / 4;
 #pragma unroll 1
     for (int q = 0; 4 * q < nout; ++q) {
@@ -1590,19 +1606,13 @@ __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, in
         const int o0 = 4 * (q % NG) * RW;            // Z row 4 q + k at Z + o0 + k * RW (k < 4)
         const int o1 = (4 * ((q + 1) % NG) - 4) * RW;  // and at Z + o1 + k * RW (k >= 4)
 #pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            const int s = t + p * NC, r = s / RW, j = s % RW;
-            if (s >= SLOTS || r >= nrow || j >= ncol) continue;
-            float part[5];
-#pragma unroll
-            for (int dy = 0; dy < 5; ++dy) {
-                const float* zr = Z + (r + dy < 4 ? o0 : o1) + (r + dy) * RW + j + dy * 5 * PZ;
-                part[dy] = zr[0];
-#pragma unroll
-                for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * PZ + dx];
-            }
-            const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
-            fused_store(a, oy0 + 4 * q + r, ox0 + j, v);
+        for (int u0 = 0; u0 < 8; u0 += NWS) {
+            const int u = u0 + w, r = u >> 1;  // warp-uniform
+            if (u >= 8 || r >= nrow) continue;
+            if (u & 1)
+                tc_ws_sum_unit<C, 1>(a, Z, o0, o1, r, l, ncol, b3, oy0 + 4 * q + r, ox0);
+            else
+                tc_ws_sum_unit<C, 0>(a, Z, o0, o1, r, l, ncol, b3, oy0 + 4 * q + r, ox0);
         }
         mbar_arrive(ws_empty<C>(bars, q % NG));
     }
