@@ -7,6 +7,9 @@ rest (barrier protocol, registers, the other role) as it is; its output is wrong
     # on the GPU machine, alternating:
     for v in base nosum ...; do (cd OUTDIR/$v && PYTHONPATH=$PWD python3 dev/cuda/ab_tiles.py --tree . --tile T); done
 
+The patches are written against the tree the BENCHMARKS.md section "what holds the 9-1-5 ws tile" measured
+(a820cb8); on a later tree a variant whose code has moved stops with the count of its matches.
+
 Variants:
   base      the tree as it is
   nosum     the summing warps keep the mbarrier protocol and skip the sums and output stores
