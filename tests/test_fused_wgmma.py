@@ -136,7 +136,8 @@ def test_wg_fold_parameters_are_checked() -> None:
 
 def test_wg_fold_weight_layout() -> None:
     """The phase matrices as [K / 8][N][8] fp16 in place of their fragments, then conv2's and the Z GEMM's weights
-    once more in that layout; everything before them as the mma.sync fold tile's array."""
+    once more in that layout, then conv1's 96 x 64 matrix (the ws edge blocks'); everything before them as the
+    mma.sync fold tile's array."""
     from srgpu.kernels.fused.pack import fold_matrices, wg_b_words
 
     rng = np.random.default_rng(6)
@@ -155,4 +156,6 @@ def test_wg_fold_weight_layout() -> None:
     a = model.arrays(np.float32)
     np.testing.assert_array_equal(packed[head + n_phases:head + n_phases + 1024], wg_b_words(a["conv2_weight"][:, :, 0, 0].T))
     w3 = np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))
-    np.testing.assert_array_equal(packed[head + n_phases + 1024:], wg_b_words(w3))
+    np.testing.assert_array_equal(packed[head + n_phases + 1024:head + n_phases + 1536], wg_b_words(w3))
+    # conv1 for the ws tiles' edge blocks: the fragments' 96 x 64 matrix, in the warpgroup layout
+    np.testing.assert_array_equal(packed[head + n_phases + 1536:], wg_b_words(fused.conv1_matrix(a["conv1_weight"][:, 0])))

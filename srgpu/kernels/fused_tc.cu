@@ -162,7 +162,10 @@ struct TcCfg {
     static constexpr bool WGF = WG && FOLD && F2 == 1;
     static constexpr int G_W2G = G_W1P + 4 * NSPL * W1P;
     static constexpr int G_W3G = G_W2G + W2F;
-    static constexpr int PACKED = FOLD ? (WGF ? G_W3G + W3F : G_W2G) : G_W1P;
+    // and conv1's (96 x 64, conv1_matrix) in that layout too, for a WS kernel's edge blocks (tc_ws_edge_block)
+    static constexpr int W1G = 96 * 64 / 2;
+    static constexpr int G_W1G = G_W3G + W3F;
+    static constexpr int PACKED = FOLD ? (WGF ? G_W1G + W1G : G_W2G) : G_W1P;
     // shared memory, 32-bit words: conv2's fragments (all, or with STREAM the tap row being used),
     // the W3F..b3 part of the global array, then the bicubic path's conv1 fragments and Y planes, or
     // the fold path's phase fragments and LR planes
@@ -250,6 +253,17 @@ template <class C, int BIT>
 __device__ __forceinline__ void tc_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 on) {
     if constexpr ((C::ABL & BIT) != 0 && (C::ABL & ABL_PHASE) == 0) mma16816_if(d, a, b0, b1, on);
     else mma16816(d, a, b0, b1);
+}
+
+// Word offsets in the Y planes of this lane's conv1 tap pairs (conv1_matrix's order; cq = lane % 4): K-step s uses
+// off[2 s] (k) and off[2 s + 1] (k + 8). Pairs 45.. (zero weights) read row 8's first words: valid memory.
+template <class C>
+__device__ __forceinline__ void tc_tap_offsets(int (&off)[12], int cq) {
+#pragma unroll
+    for (int i = 0; i < 12; ++i) {
+        const int p = 8 * (i >> 1) + 4 * (i & 1) + cq;
+        off[i] = p < 45 ? (p / 5) * C::Y0WW + p % 5 : 8 * C::Y0WW + (p - 45);
+    }
 }
 
 // conv1 for MB blocks of 16 positions. b0/b8: word index (plane + row + column/2) of the
@@ -1405,19 +1419,20 @@ __device__ __forceinline__ u32 ws_empty(u32 bars, int g) { return bars + 4 * C::
 // row, so that a chain warp's stores of a plane (8 consecutive positions of one phase x 4 planes 8 banks apart) fall in
 // 32 banks, as do the summing warps' loads (32 outputs of one parity). The chunked walk keeps columns in order.
 __device__ __forceinline__ int ws_zcol(int c) { return (c & 1) * 32 + (c >> 1); }
-// One job's Z values into the ring (zrow: its first position's word; accumulator rows r0 + 8 are 8 words on).
-template <class C>
+// One job's Z values into the ring (zrow: its first position's word; accumulator rows r0 + 8 are R8 words on: 8 for
+// a fold job's columns c + 16, 4 for an edge job's c + 8).
+template <class C, int R8 = 8>
 __device__ __forceinline__ void ws_store_z(float* zrow, const float (&acc3)[16], int cq) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int d = 8 * j + 2 * cq;
         if (d < 25) {
             zrow[d * C::PZ] = acc3[4 * j];
-            zrow[d * C::PZ + 8] = acc3[4 * j + 2];
+            zrow[d * C::PZ + R8] = acc3[4 * j + 2];
         }
         if (d + 1 < 25) {
             zrow[(d + 1) * C::PZ] = acc3[4 * j + 1];
-            zrow[(d + 1) * C::PZ + 8] = acc3[4 * j + 3];
+            zrow[(d + 1) * C::PZ + R8] = acc3[4 * j + 3];
         }
     }
 }
@@ -1589,9 +1604,32 @@ __device__ __forceinline__ void tc_ws_sum_unit(const FusedArgs& a, const float* 
     const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
     fused_store(a, y, ox0 + j, v);
 }
-template <class C>
+// An edge block's unit (tc_ws_edge_block): Z rows and columns outside the frame read the clamped in-frame position,
+// as fixup_planar's copies would have made them (the ring's rows by division: edge blocks are few).
+template <class C, int PJ>
+__device__ __forceinline__ void tc_ws_edge_unit(const FusedArgs& a, const float* Z, int i, int l, int ncol, float b3,
+                                                int oy0, int ox0, int zvy, int zvx) {
+    constexpr int RW = C::RW_, PZ = C::PZ, NG = WsCfg<C>::NG;
+    const int j = 2 * l + PJ;
+    if (j >= ncol) return;
+    int wc[5];
+#pragma unroll
+    for (int dx = 0; dx < 5; ++dx) wc[dx] = ws_zcol(clampi(zvx + j + dx, 0, a.W - 1) - zvx);
+    float part[5];
+#pragma unroll
+    for (int dy = 0; dy < 5; ++dy) {
+        const int zr = clampi(zvy + i + dy, 0, a.H - 1) - zvy;
+        const float* zp = Z + (4 * ((zr >> 2) % NG) + (zr & 3)) * RW + dy * 5 * PZ;
+        part[dy] = zp[wc[0]];
+#pragma unroll
+        for (int dx = 1; dx < 5; ++dx) part[dy] += zp[dx * PZ + wc[dx]];
+    }
+    const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
+    fused_store(a, oy0 + i, ox0 + j, v);
+}
+template <class C, bool EDGE>
 __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, int nz, int nout, int ncol, int oy0,
-                          int ox0) {
+                          int ox0, int zvy, int zvx) {
     constexpr int CZ = C::CZ, RW = C::RW_, NG = WsCfg<C>::NG, NWS = WsCfg<C>::NCONS / 32;
     static_assert(CZ == 4 * NG && RW == 64 && WsCfg<C>::NCONS % 32 == 0, "whole ring groups, 64-column rows, warps");
     const u32 bars = ws_bars<C>(smw);
@@ -1609,10 +1647,16 @@ __device__ void tc_ws_sum(const FusedArgs& a, const u32* smw, const float* Z, in
         for (int u0 = 0; u0 < 8; u0 += NWS) {
             const int u = u0 + w, r = u >> 1;  // warp-uniform
             if (u >= 8 || r >= nrow) continue;
-            if (u & 1)
+            if constexpr (EDGE) {
+                if (u & 1)
+                    tc_ws_edge_unit<C, 1>(a, Z, 4 * q + r, l, ncol, b3, oy0, ox0, zvy, zvx);
+                else
+                    tc_ws_edge_unit<C, 0>(a, Z, 4 * q + r, l, ncol, b3, oy0, ox0, zvy, zvx);
+            } else if (u & 1) {
                 tc_ws_sum_unit<C, 1>(a, Z, o0, o1, r, l, ncol, b3, oy0 + 4 * q + r, ox0);
-            else
+            } else {
                 tc_ws_sum_unit<C, 0>(a, Z, o0, o1, r, l, ncol, b3, oy0 + 4 * q + r, ox0);
+            }
         }
         mbar_arrive(ws_empty<C>(bars, q % NG));
     }
@@ -1666,7 +1710,153 @@ __device__ void tc_ws_block(const FusedArgs& a, u32* smw, const u32* __restrict_
         else
             tc_wg_fold_ws<C>(smw, Z, nz, fb.d0, fb.d1, fscale);
     } else
-        tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);
+        tc_ws_sum<C, false>(a, smw, Z, nz, nout, ncol, oy0, ox0, 0, 0);
+}
+
+// ---------------------------------------------------------------- WS: the edge blocks
+//
+// A WS kernel's edge blocks (their Z region does not fold: at the frame's edges, or a frame the fold does not serve)
+// take the fold blocks' roles and ring protocol on the bicubic tile: the chain runs fused_tc's generic conv1 (K = 96,
+// conv1_matrix's tap pairs read from the Y planes as tc_chain_z reads them) and conv2 and the Z GEMM on the warpgroup
+// MMA, B by descriptor (W1G, W2G, W3G), one Z row of 64 positions per job (warp w: columns 16 w .. 16 w + 15), so
+// group q's 4 jobs are its 4 rows; the summing warps read the ring at replicate-clamped rows and columns
+// (tc_ws_edge_unit) instead of after fixup_planar's copies. Biases as tc_chain_z adds them: conv1's and conv2's
+// accumulators start from them.
+template <class C>
+struct WsEdgeCfg {
+    static constexpr int O_W1G = C::O_W1F, O_W2G = O_W1G + C::W1G, O_W3G = O_W2G + C::W2F, O_Y = O_W3G + C::W3F;
+    static_assert(O_Y + 2 * C::PY <= C::O_Z && O_W2G % 4 == 0 && O_Y % 4 == 0 && C::G_W1G % 4 == 0 &&
+                      C::G_W2G % 4 == 0 && C::G_W3G == C::G_W2G + C::W2F && !C::SPLIT_,
+                  "WS edge blocks: conv1's, conv2's and the Z GEMM's wgmma weights and the Y planes before the Z ring");
+};
+
+// conv1's A for Z row zr (all six K-steps): this lane's positions 16 warp + r0 and + 8, as tc_chain_z's b0 / b8.
+template <class C>
+__device__ __forceinline__ void ws_edge_load(u32 (&a)[6][4], const u32* Y, int zr, int warp, int r0,
+                                             const int (&off)[12]) {
+    const int x = 16 * warp + r0;
+    const int b0 = (x & 1) * C::PY + zr * C::Y0WW + (x >> 1);
+#pragma unroll
+    for (int s = 0; s < 6; ++s) {
+        a[s][0] = Y[b0 + off[2 * s]];
+        a[s][1] = Y[b0 + 4 + off[2 * s]];  // position + 8: four words on in the same parity's plane
+        a[s][2] = Y[b0 + off[2 * s + 1]];
+        a[s][3] = Y[b0 + 4 + off[2 * s + 1]];
+    }
+}
+// Accumulators (m16n8 C layout, NV / 4 n-tiles) = the bias of their channels.
+template <int NV>
+__device__ __forceinline__ void ws_bias(float (&acc)[NV], const float* bias, int cq) {
+#pragma unroll
+    for (int j = 0; j < NV / 4; ++j) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);
+        acc[4 * j] = b.x; acc[4 * j + 1] = b.y; acc[4 * j + 2] = b.x; acc[4 * j + 3] = b.y;
+    }
+}
+// ReLU(acc) of n-tiles 2k, 2k + 1 -> the A fragment of K-step k (tc_to_a).
+template <int NV>
+__device__ __forceinline__ void ws_relu_a(const float (&acc)[NV], int k, u32 (&a)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[e] = pack_h2_relu(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
+}
+
+// The edge chain: Z rows [0, nz), job j = row j, warpgroup wg's jobs wg, wg + NPROD, ... (Each job loads its A
+// first: the next job's under conv2's MMAs spills at 20 warps and makes ptxas serialise every wgmma of the kernel.)
+// A job past nz recomputes row nz - 1 (its group's) and stores the same bits there again.
+template <class C>
+__device__ void tc_wg_edge_ws(const u32* smw, float* Z, int nz) {
+    typedef WsEdgeCfg<C> E;
+    const int tid = threadIdx.x, wg = wg_index(), warp = (tid >> 5) & 3, lane = tid & 31, r0 = lane >> 2, cq = lane & 3;
+    const float* b1 = reinterpret_cast<const float*>(smw + C::O_B1);
+    const float* b2 = reinterpret_cast<const float*>(smw + C::O_B2);
+    const u32* Y = smw + E::O_Y;
+    const u32 w1s = smem_u32(smw + E::O_W1G), w2s = smem_u32(smw + E::O_W2G), w3s = smem_u32(smw + E::O_W3G);
+    const u32 bars = ws_bars<C>(smw);
+    constexpr int STEP = WsCfg<C>::NPROD, NG = WsCfg<C>::NG;
+    const int nj = (nz + 3) / 4 * 4;
+    int job = wg;
+    if (job >= nj) return;  // warpgroup-uniform
+    int off[12];
+    tc_tap_offsets<C>(off, cq);
+#pragma unroll 1
+    for (;; job += STEP) {
+        const bool more = job + STEP < nj;  // warpgroup-uniform
+        const int zr = min(job, nz - 1);
+        u32 a1[6][4];
+        ws_edge_load<C>(a1, Y, zr, warp, r0, off);
+        float acc1[32];
+        ws_bias<32>(acc1, b1, cq);
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 6; ++k) wgmma_m64n64k16_rs(acc1, a1[k], wg_make(wg_lo(w1s, 1024) + k * (2048 >> 4), wg_hi(128)), 1);
+        wg_commit();
+        wg_wait_all();
+        u32 a2[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) ws_relu_a<32>(acc1, k, a2[k]);
+        float acc2[16];
+        ws_bias<16>(acc2, b2, cq);
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k) wgmma_m64n32k16_rs(acc2, a2[k], wg_make(wg_lo(w2s, 512) + k * (1024 >> 4), wg_hi(128)), 1);
+        wg_commit();
+        wg_wait_all();
+        u32 a3[2][4];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) ws_relu_a<16>(acc2, k, a3[k]);
+        float acc3[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) acc3[e] = 0.f;
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 2; ++k) wgmma_m64n32k16_rs(acc3, a3[k], wg_make(wg_lo(w3s, 512) + k * (1024 >> 4), wg_hi(128)), k);
+        wg_commit();
+        const int q = job >> 2, g = q % NG, lap = q / NG;
+        if (lap > 0) mbar_wait(ws_empty<C>(bars, g), (lap - 1) & 1);  // output rows of group q - NG summed
+        wg_wait_all();
+        ws_store_z<C, 4>(Z + (4 * g + (zr & 3)) * C::RW_ + ws_zcol(16 * warp + r0), acc3, cq);
+        mbar_arrive(ws_full<C>(bars, g));
+        if (!more) break;
+    }
+}
+
+// An edge block of a WS kernel, whole: the weights it reads by cp.async (biases, W1G, W2G and W3G), the bicubic
+// tile into the Y planes as the chunked path writes them (fused_bicubic: its scratch is the Z ring, so the
+// mbarriers are initialised after its closing barrier), one block barrier, then the roles.
+template <class C, int NT>
+__device__ void tc_ws_edge_block(const FusedArgs& a, u32* smw, const u32* __restrict__ weights, int nz, int nout,
+                                 int ncol, int oy0, int ox0, int zvy, int zvx) {
+    typedef WsEdgeCfg<C> E;
+    const int tid = threadIdx.x;
+    const u32 s0 = smem_u32(smw);
+    for (int i = tid; i < (C::O_W1F - C::O_B1) / 4; i += NT) cp_async16(s0 + 4 * (C::O_B1 + 4 * i), weights + C::O_B1 + 4 * i);
+    for (int i = tid; i < C::W1G / 4; i += NT) cp_async16(s0 + 4 * (E::O_W1G + 4 * i), weights + C::G_W1G + 4 * i);
+    for (int i = tid; i < (C::W2F + C::W3F) / 4; i += NT)
+        cp_async16(s0 + 4 * (E::O_W2G + 4 * i), weights + C::G_W2G + 4 * i);
+    float* Z = reinterpret_cast<float*>(smw + C::O_Z);
+    unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + E::O_Y);
+    fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1, a.first0[a.rows_first ? blockIdx.x : blockIdx.y],
+                  Z, [&](int r, int c, float v) {  // as fused_tc's chunked path (SPLIT false)
+                      const unsigned short hh = f2h(v);
+                      const int i = r * C::Y0W + c;
+                      if (c < C::Y0W) Yh[i] = hh;
+                      if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
+                  });
+    if (tid == 0) {
+        const u32 bars = ws_bars<C>(smw);
+        for (int g = 0; g < WsCfg<C>::NG; ++g) {
+            mbar_init(ws_full<C>(bars, g), 4 * 128);
+            mbar_init(ws_empty<C>(bars, g), WsCfg<C>::NCONS);
+        }
+        fence_mbar_init();
+    }
+    cp_async_wait_all();
+    fence_proxy_async();  // the weights and the Y planes are read by wgmma / the chain
+    __syncthreads();
+    if (wg_index() < WsCfg<C>::NPROD)
+        tc_wg_edge_ws<C>(smw, Z, nz);
+    else
+        tc_ws_sum<C, true>(a, smw, Z, nz, nout, ncol, oy0, ox0, zvy, zvx);
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -1690,11 +1880,12 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     // the region conv1 computes: the Z region, or with F2 > 1 the A1 window's (an H2 halo more on each side)
     if constexpr (FOLD) fb = fold_block(a, fold, zvy - C::H2, nz + 2 * C::H2, zvx - C::H2, C::RW1);
     const bool folding = fb.on;
-    if constexpr (WS) {  // fold blocks: warps specialised, no chunks (tc_ws_block); block-uniform
-        if (folding) {
+    if constexpr (WS) {  // warps specialised, no chunks (tc_ws_block, tc_ws_edge_block); block-uniform
+        if (folding)
             tc_ws_block<C, NT>(a, smw, weights, fb, nz, nout, ncol, oy0, ox0, fscale);
-            return;
-        }
+        else
+            tc_ws_edge_block<C, NT>(a, smw, weights, nz, nout, ncol, oy0, ox0, zvy, zvx);
+        return;
     } else {
         static_assert(!WG || F2 > 1 || NT % 128 == 0, "WG for f2 = 1 without WS: whole warpgroups");
     }
@@ -1724,12 +1915,7 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
         else
             tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);
     } else {
-        const int cq = threadIdx.x & 3;
-#pragma unroll
-        for (int i = 0; i < 12; ++i) {
-            const int p = 8 * (i >> 1) + 4 * (i & 1) + cq;
-            off[i] = p < 45 ? (p / 5) * C::Y0WW + p % 5 : 8 * C::Y0WW + (p - 45);
-        }
+        tc_tap_offsets<C>(off, threadIdx.x & 3);
         unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
         if (TC_SKIP(C, ABL_INPUT, weights, true)) {
             __syncthreads();  // as above (the tap offsets are still needed: conv1 reads shared memory by them)

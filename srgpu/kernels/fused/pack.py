@@ -104,8 +104,9 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False
     fragments of conv2 per tap (64 x 32), the Z GEMM (32 channels x 25 taps padded to 32), conv1
     (96 x 64) and the folded conv1 (64 x 64 per phase); and the fold's exponent e (0 without). ``wg``:
     conv2's part (same size) in the warpgroup-MMA layout instead (:func:`wg_conv2_words`); with ``fold`` (f2 = 1,
-    tc_wg_fold_z) the phase matrices in that layout instead of fragments (same size), then conv2's and the Z
-    GEMM's weights once more in it (:func:`wg_b_words`; the edge blocks read the fragments). ``rows`` (9-5-5 with wg
+    tc_wg_fold_z) the phase matrices in that layout instead of fragments (same size), then conv2's, the Z
+    GEMM's and conv1's (96 x 64) weights once more in it (:func:`wg_b_words`; the edge blocks of the wg tiles read
+    the fragments, those of the ws tiles these). ``rows`` (9-5-5 with wg
     and fold, fused_rows.cu): the Z GEMM's weights once more at the end, in that layout."""
     a = model.arrays(np.float32)
     f2 = model.f2
@@ -134,7 +135,8 @@ def pack_tc(model: SRCNNModel, split: bool, fold: bool = False, wg: bool = False
             words += [wg_b_words(m)] if wg_fold else fragments(m, 64)
         if wg_fold:
             words += [wg_b_words(a["conv2_weight"][:, :, 0, 0].T),
-                      wg_b_words(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7))))]
+                      wg_b_words(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))),
+                      wg_b_words(conv1_matrix(a["conv1_weight"][:, 0]))]
     if rows:
         assert wg and fold and f2 == 5, "the row-streamed tile is a 9-5-5 wgmma fold tile"
         words.append(wg_b_words(np.pad(a["conv3_weight"][0].reshape(32, 25), ((0, 0), (0, 7)))))
