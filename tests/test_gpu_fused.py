@@ -368,11 +368,13 @@ def test_row_streamed_tiles(cp) -> None:
 
 
 def test_ws_fold_tiles_same_bits_as_wg(cp) -> None:
-    """9-1-5's wg fold tiles with the fold blocks' warps specialised (ws: fused_tc.cu tc_wg_fold_ws, the last warpgroup
-    sums conv3 beside the chain, mbarriers instead of chunk barriers) compute the same sums in the same order as the wg
-    tile without it (nt 512: the thread count changes no sum): raw float output (NaN-poisoned) bit for bit equal, 8- and
-    10-bit, a batch of two planes, on frames whose interior tiles fold (fold tiles counted) and on one with none; 8-bit
-    output equal too; the first frame's raw output also within 1e-2 of the CPU reference."""
+    """9-1-5's wg fold tiles with their blocks' warps specialised (ws: fused_tc.cu tc_ws_block and tc_ws_edge_block, the
+    last warpgroup sums conv3 beside the chain, mbarriers instead of chunk barriers; edge blocks on the warpgroup MMA
+    with the sum's reads clamped instead of a border fix-up) compute the same sums in the same order as the wg tile
+    without it (nt 512: the thread count changes no sum): raw float output (NaN-poisoned) bit for bit equal, 8- and
+    10-bit and float samples, x2 and x3, a batch of two planes, on frames whose interior tiles fold (fold tiles
+    counted) and on ones with none (down to 2 x 2); 8-bit output equal too; three frames' raw output also within 1e-2
+    of the CPU reference."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
     model = MODELS["9-1-5"]
@@ -384,17 +386,20 @@ def test_ws_fold_tiles_same_bits_as_wg(cp) -> None:
         base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for(
             "fp16-fast", 1, **{**{k: v for k, v in cfg.params if k != "ws"}, "nt": 512}))
         folded = 0
-        for dtype, lr_shape in ((np.uint8, (135, 240)), (np.uint16, (135, 240)), (np.uint8, (270, 480)),
-                                (np.uint8, (77, 101)), (np.uint8, (540, 960))):
-            out_shape = (2 * lr_shape[0], 2 * lr_shape[1])
+        # x2 of integers: fold and edge blocks; 154 x 202, x3, float samples and tiny frames: edge blocks only
+        for dtype, lr_shape, out_shape in ((np.uint8, (135, 240), (270, 480)), (np.uint16, (135, 240), (270, 480)),
+                                           (np.uint8, (270, 480), (540, 960)), (np.uint8, (77, 101), (154, 202)),
+                                           (np.uint8, (540, 960), (1080, 1920)), (np.uint8, (45, 80), (135, 240)),
+                                           (np.float32, (135, 240), (270, 480)), (np.uint8, (7, 13), (14, 26)),
+                                           (np.uint8, (1, 1), (2, 2))):
             plane = random_plane(lr_shape, dtype, rng)
             folded += net.fold_tiles(lr_shape, out_shape)
             mine, theirs = _raw(cp, net, plane, out_shape), _raw(cp, base, plane, out_shape)
             assert not np.isnan(mine).any(), (cfg.label, lr_shape)
             assert np.array_equal(mine, theirs), (cfg.label, lr_shape, float(np.max(np.abs(mine - theirs))))
-            if lr_shape == (135, 240) and dtype == np.uint8:
+            if lr_shape in ((135, 240), (45, 80), (7, 13)) and dtype == np.uint8:
                 ref = fused.reference(plane, out_shape, 255.0, model, raw=True)
-                assert float(np.max(np.abs(mine - ref))) <= 1e-2, cfg.label
+                assert float(np.max(np.abs(mine - ref))) <= 1e-2, (cfg.label, lr_shape)
             o8 = [n.run(cp.asarray(plane), out_shape, max_value(dtype), out=cp.full(out_shape, 7, dtype)).get()
                   for n in (net, base)]
             assert np.array_equal(o8[0], o8[1]), (cfg.label, lr_shape)

@@ -43,9 +43,11 @@ NOT_OFFERED: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # 872b253; under NVRTC 12.9 it spills 24 bytes at the 128-register cap since the ReLU moved into the conversion)
     # (issue 17, BENCHMARKS.md "9-1-5's fold blocks with warps specialised") the offered wg tile with its fold blocks'
     # warps specialised (fused_tc.cu tc_ws_block): (nt - 32) // 128 warpgroups run the chain, the warps after them sum
-    # conv3, mbarriers per 4-row group of the Z ring instead of chunk barriers (nt 640 is offered: tiles.CANDIDATES);
-    # one or two summing warps (544, 576) are too few: 0.77 and 0.61 ms
-    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+    # conv3, mbarriers per 4-row group of the Z ring instead of chunk barriers (nt 640 with r 12 is offered:
+    # tiles.CANDIDATES; r 24, the Z ring of 28 rows offered before, is 1-2 % slower); one or two summing warps (544,
+    # 576) are too few: 0.77 and 0.61 ms
+    ("fp16-fast", 1): [dict(th=66, rw=64, r=24, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
+                       dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=544, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=576, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=384, mb1=2, mb2=2, fold=1, wg=1),

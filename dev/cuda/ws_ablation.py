@@ -7,8 +7,8 @@ rest (barrier protocol, registers, the other role) as it is; its output is wrong
     # on the GPU machine, alternating:
     for v in base nosum ...; do (cd OUTDIR/$v && PYTHONPATH=$PWD python3 dev/cuda/ab_tiles.py --tree . --tile T); done
 
-The patches match the tree as of the section "the 9-1-5 ws tile's sum, its chain's job arithmetic and its Z layout"
-in BENCHMARKS.md (the first ablations ran at a820cb8, before it, with the patches of that commit); on a later tree a
+The patches match the tree as of the section "the ws tile's edge blocks" in BENCHMARKS.md (before it, those of
+"the 9-1-5 ws tile's sum, its chain's job arithmetic and its Z layout") (the first ablations ran at a820cb8, before it, with the patches of that commit); on a later tree a
 variant whose code has moved stops with the count of its matches.
 
 Variants:
@@ -17,7 +17,7 @@ Variants:
   zhalf     the chains store half of their Z values (planes 0-7 and 16-23 of each lane)
   arrfirst  the chain arrives on the ring group's "full" barrier before its Z stores, not after
   nolr      the chain skips the next job's LR loads (keeps the first job's A)
-  nobias    conv1's and conv2's biases are constants, not shared-memory loads (every tile of the copy)
+  nobias    conv1's and conv2's biases are constants, not shared-memory loads (every tile and block of the copy)
   nomma     the chain issues no MMAs (waits on empty groups)
 """
 
@@ -44,13 +44,13 @@ PATCHES: dict[str, list[tuple[str, str, int]]] = {
              ("    if (wg_index() < WsCfg<C>::NPROD) {\n",
               "    if (wg_index() < WsCfg<C>::NPROD) {\n"
               "        if constexpr (C::NW == 24) asm volatile(\"setmaxnreg.inc.sync.aligned.u32 96;\\n\" ::: \"memory\");\n", 1),
-             ("    } else\n        tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);",
+             ("    } else\n        tc_ws_sum<C, false>(a, smw, Z, nz, nout, ncol, oy0, ox0, 0, 0);",
               "    } else {\n        if constexpr (C::NW == 24) asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\\n\" ::: \"memory\");\n"
-              "        tc_ws_sum<C>(a, smw, Z, nz, nout, ncol, oy0, ox0);\n    }", 1)],
+              "        tc_ws_sum<C, false>(a, smw, Z, nz, nout, ncol, oy0, ox0, 0, 0);\n    }", 1)],
     "nolr": [("if constexpr (STEP == 4) nxt.load_job(a1[0], 0, L, q + 1, py, px, 0, nz, d0, d1, warp, r0, cq);",
               "if constexpr (STEP == 4) { u32 dummy[4][4]; nxt.load_job(dummy, 0, L, q + 1, py, px, 0, nz, d0, d1, warp, r0, cq); }", 1)],
     "nobias": [("const float2 b = *reinterpret_cast<const float2*>(bias + 8 * j + 2 * cq);",
-                "const float2 b = make_float2(0.01f * j, 0.02f * cq);", 2)],
+                "const float2 b = make_float2(0.01f * j, 0.02f * cq);", 3)],
     "nomma": [("tc_wg_gemm_rs_issue(acc1, a1, bw, 2048, 1024);\n        wg_wait_all();\n        u32 a2[1][4][4];",
                "for (int v = 0; v < 32; ++v) acc1[0][v] = __uint_as_float(a1[0][v & 3][v >> 3]);\n"
                "        wg_wait_all();\n        u32 a2[1][4][4];", 1),

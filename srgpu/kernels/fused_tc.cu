@@ -14,7 +14,9 @@
 // WG (F2 == 5, fp16-fast, sm_90a only): conv2 on Hopper's warpgroup MMA instead, A1 and conv2's weights
 //   read by the tensor cores from shared memory by descriptor (the WG section below). WG with FOLD (F2 == 1):
 //   the fold blocks' conv1, conv2 and Z GEMM on the warpgroup MMA with A from registers, B by descriptor
-//   (tc_wg_fold_z); the edge blocks keep mma.sync. WG with FOLD (F2 == 5): the fold blocks' conv1 reads the LR
+//   (tc_wg_fold_z); the edge blocks keep mma.sync, except in the WS tiles (warps specialised: a chain and a sum role
+//   per block, tc_ws_block; their edge blocks run the bicubic path's conv1 on the warpgroup MMA too, tc_ws_edge_block).
+//   WG with FOLD (F2 == 5): the fold blocks' conv1 reads the LR
 //   samples (mma.sync, tc_conv1_ring_fold) and writes the A1 window that conv2's wgmma reads, for each chunk's rows
 //   and conv2's halo; the edge blocks keep the bicubic.
 // FOLD (F2 == 1, x2 with integer samples): blocks whose Z region lies in the frame's interior skip
