@@ -73,13 +73,17 @@ def make(tree: Path, out: Path) -> None:
             if found != count:
                 sys.exit(f"{name}: {found} matches of a patch, expected {count}: {old[:60]!r}")
             text = text[:a] + text[a:b].replace(old, new) + text[b:]
-        dst = out / name
-        if dst.exists():
-            shutil.rmtree(dst)
-        for part in ("srgpu", "dev"):
-            shutil.copytree(tree / part, dst / part, ignore=shutil.ignore_patterns("__pycache__"))
-        (dst / "srgpu" / "kernels" / "fused_tc.cu").write_text(text)
-        print(dst)
+        write_copy(tree, out / name, text)
+
+
+def write_copy(tree: Path, dst: Path, fused_tc: str) -> None:
+    """dst (replaced): the tree's srgpu and dev, with fused_tc.cu's text `fused_tc`."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    for part in ("srgpu", "dev"):
+        shutil.copytree(tree / part, dst / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (dst / "srgpu" / "kernels" / "fused_tc.cu").write_text(fused_tc)
+    print(dst)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ The patches match the tree as of the section "where a ws block's time goes" in B
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -62,13 +61,10 @@ def make(tree: Path, out: Path) -> None:
         if text.count(old) != count:
             sys.exit(f"{text.count(old)} matches of a patch, expected {count}: {old[:70]!r}")
         text = text.replace(old, new)
-    dst = out / "trace"
-    if dst.exists():
-        shutil.rmtree(dst)
-    for part in ("srgpu", "dev"):
-        shutil.copytree(tree / part, dst / part, ignore=shutil.ignore_patterns("__pycache__"))
-    (dst / "srgpu" / "kernels" / "fused_tc.cu").write_text(text)
-    print(dst)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ws_ablation import write_copy
+
+    write_copy(tree, out / "trace", text)
 
 
 def run(spec: str, reps: int) -> None:

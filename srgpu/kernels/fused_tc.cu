@@ -1762,6 +1762,20 @@ __device__ __forceinline__ void ws_relu_a(const float (&acc)[NV], int k, u32 (&a
     for (int e = 0; e < 4; ++e) a[e] = pack_h2_relu(acc[8 * k + 2 * e], acc[8 * k + 2 * e + 1]);
 }
 
+// acc += A x B (KS K-steps of 16, B's K-step k at descriptor address b + k * bk, core matrices lbo bytes apart along
+// K): one commit group, not waited for. acc holds its start (the bias), or with ZERO the first K-step ignores it.
+template <int NV, int KS, bool ZERO>
+__device__ __forceinline__ void ws_gemm(float (&acc)[NV], const u32 (&a)[KS][4], u32 b, int bk, int lbo) {
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+        const u64 db = wg_make(wg_lo(b, lbo) + k * (bk >> 4), wg_hi(128));
+        if constexpr (NV == 32) wgmma_m64n64k16_rs(acc, a[k], db, ZERO ? k : 1);
+        else wgmma_m64n32k16_rs(acc, a[k], db, ZERO ? k : 1);
+    }
+    wg_commit();
+}
+
 // The edge chain: Z rows [0, nz), job j = row j, warpgroup wg's jobs wg, wg + NPROD, ... (Each job loads its A
 // first: the next job's under conv2's MMAs spills at 20 warps and makes ptxas serialise every wgmma of the kernel.)
 // A job past nz recomputes row nz - 1 (its group's) and stores the same bits there again.
@@ -1788,31 +1802,22 @@ __device__ void tc_wg_edge_ws(const u32* smw, float* Z, int nz) {
         ws_edge_load<C>(a1, Y, zr, warp, r0, off);
         float acc1[32];
         ws_bias<32>(acc1, b1, cq);
-        wg_fence();
-#pragma unroll
-        for (int k = 0; k < 6; ++k) wgmma_m64n64k16_rs(acc1, a1[k], wg_make(wg_lo(w1s, 1024) + k * (2048 >> 4), wg_hi(128)), 1);
-        wg_commit();
+        ws_gemm<32, 6, false>(acc1, a1, w1s, 2048, 1024);
         wg_wait_all();
         u32 a2[4][4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) ws_relu_a<32>(acc1, k, a2[k]);
         float acc2[16];
         ws_bias<16>(acc2, b2, cq);
-        wg_fence();
-#pragma unroll
-        for (int k = 0; k < 4; ++k) wgmma_m64n32k16_rs(acc2, a2[k], wg_make(wg_lo(w2s, 512) + k * (1024 >> 4), wg_hi(128)), 1);
-        wg_commit();
+        ws_gemm<16, 4, false>(acc2, a2, w2s, 1024, 512);
         wg_wait_all();
         u32 a3[2][4];
 #pragma unroll
         for (int k = 0; k < 2; ++k) ws_relu_a<16>(acc2, k, a3[k]);
         float acc3[16];
 #pragma unroll
-        for (int e = 0; e < 16; ++e) acc3[e] = 0.f;
-        wg_fence();
-#pragma unroll
-        for (int k = 0; k < 2; ++k) wgmma_m64n32k16_rs(acc3, a3[k], wg_make(wg_lo(w3s, 512) + k * (1024 >> 4), wg_hi(128)), k);
-        wg_commit();
+        for (int e = 0; e < 16; ++e) acc3[e] = 0.f;  // for the compiler: the first K-step ignores them
+        ws_gemm<16, 2, true>(acc3, a3, w3s, 1024, 512);
         const int q = job >> 2, g = q % NG, lap = q / NG;
         if (lap > 0) mbar_wait(ws_empty<C>(bars, g), (lap - 1) & 1);  // output rows of group q - NG summed
         wg_wait_all();
