@@ -226,7 +226,7 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
     # chunk barriers): 0.509-0.514 ms against 0.530-0.539 for the tile below, 9 alternating rounds in 3 calls, outputs
     # the same bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised"). Its edge
     # blocks the same way on the bicubic tile since, and a Z ring of 16 rows (r 12; the sum reads 8 of them, the chain
-    # runs at most 2 row groups ahead): 0.372-0.374 ms against 0.376-0.382 for r 24, 0.459-0.471 before the edge
+    # runs at most 2 row groups ahead): 0.370-0.374 ms against 0.375-0.382 for r 24, 0.457-0.471 before the edge
     # blocks' change (H100, 2026-11-24, BENCHMARKS.md "Issue 17: the ws tile's edge blocks").
     ("fp16-fast", 1): [dict(th=66, rw=64, r=12, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
