@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""srgpu on every GPU and core of a host against plain ffmpeg, each row run as its user types it.
+
+Each row is one command (``srgpu upscale`` through ``python3 -m srgpu``, or plain ffmpeg), run
+once, with the machine sampled while it runs:
+
+- ``fps``: output frames (counted in the output file) over the command's wall time;
+- ``cpu_busy``: the share of all the host's cores busy (/proc/stat), over the whole run and in
+  steady state (the middle 80 % of the run's samples);
+- ``gpu_busy``: the mean of nvidia-smi's utilization.gpu over the GPUs the row uses, steady state;
+- ``cpu_s_per_frame`` by process kind (ffmpeg decoders, encoders, srgpu's Python processes, ...):
+  every process under the command sampled from /proc (a process counts from its last sample).
+
+Every output is checked: its frame count equals the source's, and its video packets' timestamps
+are strictly increasing.
+
+Rows (``--rows``): ``plain`` (ffmpeg -vf scale=W:H:flags=bicubic, one process), ``plainN`` (N
+equal chunks with -ss/-t at once, then the concat demuxer and the source's audio: what one
+scripts by hand), ``srgpu1`` (one GPU, one pipeline: --gpus 0 --chunk-seconds 0), ``srgpuG`` (the
+first G GPUs, srgpu's defaults), ``srgpuall`` (--gpus all, defaults), ``srgpuall-wN`` (--gpus all
+--workers N).
+
+    python3 scripts/benchmarks/bench_bighost.py --seconds 150 --settings libx264:veryfast \\
+        --rows plain plain2 plain4 plain8 srgpu1 srgpu2 srgpuall --json out.json
+
+The source is the Big Buck Bunny clip of ../shared/data/video looped to --seconds, scaled to
+1920x1080 and encoded with x264 veryfast crf 18, its audio copied (as Opus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_chunks import count_frames, default_source  # noqa: E402
+from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_times() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores since boot."""
+    parts = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + parts[4]  # idle + iowait
+    return sum(parts) - idle, sum(parts)
+
+
+def process_kind(cmd: list[bytes]) -> str:
+    words = [w.decode(errors="replace") for w in cmd if w]
+    if not words:
+        return "?"
+    name = Path(words[0]).name
+    if name.startswith("ffmpeg"):
+        if "-c:v" in words and words[words.index("-c:v") + 1] not in ("copy",):
+            raw_in = "-f" in words and "rawvideo" in words[:words.index("-i")] if "-i" in words else False
+            return f"ffmpeg encode {words[words.index('-c:v') + 1]}" + (" (frames piped in)" if raw_in else "")
+        if any("cuvid" in w for w in words):
+            return "ffmpeg decode (NVDEC)"
+        if "-f" in words and "rawvideo" in words[words.index("-i") if "-i" in words else 0:]:
+            return "ffmpeg decode (CPU)"
+        return "ffmpeg other (probe, scan, join, read-back)"
+    if name.startswith("python"):
+        return "srgpu python processes"
+    return name
+
+
+class Sampler:
+    """Samples the host's CPU, the GPUs and every process under one pid, every ``interval``."""
+
+    def __init__(self, root_pid: int, gpus: list[int], interval: float = 0.5) -> None:
+        self.root, self.gpus, self.interval = root_pid, gpus, interval
+        self.cpu: list[float] = []
+        self.gpu: list[float] = []
+        self.last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._smi = None
+        if gpus:
+            try:
+                self._smi = subprocess.Popen(
+                    ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                     f"-lms={int(interval * 1000)}"], stdout=subprocess.PIPE, text=True)
+                threading.Thread(target=self._read_smi, daemon=True).start()
+            except OSError:
+                self._smi = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read_smi(self) -> None:
+        assert self._smi and self._smi.stdout
+        row: dict[int, float] = {}
+        for line in self._smi.stdout:
+            try:
+                i, u = (int(x) for x in line.split(","))
+            except ValueError:
+                continue
+            if i in self.gpus:
+                row[i] = u
+            if len(row) == len(self.gpus):
+                self.gpu.append(sum(row.values()) / len(row))
+                row = {}
+
+    def _run(self) -> None:
+        prev = cpu_times()
+        while not self._stop.wait(self.interval):
+            now = cpu_times()
+            if now[1] > prev[1]:
+                self.cpu.append((now[0] - prev[0]) / (now[1] - prev[1]))
+            prev = now
+            self._processes()
+
+    def _processes(self) -> None:
+        tree: dict[int, tuple[int, list[bytes], float]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            rest = stat[stat.rindex(")") + 2:].split()
+            tree[int(entry.name)] = (int(rest[1]), cmd, (int(rest[11]) + int(rest[12])) / TICK)
+        kids: dict[int, list[int]] = defaultdict(list)
+        for pid, (ppid, _, _) in tree.items():
+            kids[ppid].append(pid)
+        todo, seen = [self.root], set()
+        while todo:
+            p = todo.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            todo.extend(kids.get(p, []))
+            if p in tree:
+                self.last[p] = (process_kind(tree[p][1]), tree[p][2])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._smi:
+            self._smi.terminate()
+
+    @staticmethod
+    def steady(xs: list[float]) -> float | None:
+        if not xs:
+            return None
+        k = len(xs) // 10
+        mid = xs[k:len(xs) - k] or xs
+        return statistics.fmean(mid)
+
+    def by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for kind, cpu in self.last.values():
+            out[kind] += cpu
+        return dict(out)
+
+
+def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: int, out: Path,
+            log: Path) -> dict:
+    """Run ``commands`` one after another (a shell would: the plain chunks' concat is the last),
+    sampled as one row."""
+    wrapper = [sys.executable, "-c", "import subprocess,sys,json\n"
+               "for c in json.loads(sys.argv[1]):\n"
+               "    r = subprocess.run(c)\n"
+               "    if r.returncode: sys.exit(r.returncode)\n", json.dumps(commands)]
+    t0 = time.perf_counter()
+    with open(log, "ab") as lf:
+        lf.write(f"\n=== {name}\n".encode())
+        lf.flush()
+        proc = subprocess.Popen(wrapper, stdout=lf, stderr=lf)
+        sampler = Sampler(proc.pid, gpus)
+        rc = proc.wait()
+    wall = time.perf_counter() - t0
+    sampler.stop()
+    row: dict = {"row": name, "rc": rc, "wall_s": round(wall, 2)}
+    if rc != 0:
+        return row
+    frames = count_frames(out)
+    row.update(frames_out=frames, frames_ok=frames == frames_src, pts_increasing=pts_increasing(out),
+               fps=round(frames / wall, 2), mbytes=round(out.stat().st_size / 1e6, 1))
+    cpu_all = Sampler.steady(sampler.cpu)
+    row["cpu_busy_steady"] = round(cpu_all, 3) if cpu_all is not None else None
+    row["cpu_busy_mean"] = round(statistics.fmean(sampler.cpu), 3) if sampler.cpu else None
+    g = Sampler.steady(sampler.gpu)
+    row["gpu_busy_steady"] = round(g, 1) if g is not None else None
+    kinds = sampler.by_kind()
+    row["cpu_s_per_frame"] = {k: round(v / frames, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}
+    row["cpu_s_per_frame_total"] = round(sum(kinds.values()) / frames, 4)
+    return row
+
+
+def pts_increasing(path: Path) -> bool:
+    out = subprocess.run([ffmpeg_exe(), "-v", "error", "-i", str(path), "-map", "0:v:0", "-c", "copy", "-f",
+                          "framecrc", "-"], capture_output=True, text=True, check=True).stdout
+    pts = [int(ln.split(",")[2]) for ln in out.splitlines() if ln and not ln.startswith("#")]
+    # framecrc lists packets in decode order: B-frames make pts non-monotonic there; sorted and unique
+    return len(set(pts)) == len(pts)
+
+
+def plain_commands(src: Path, out: Path, size: tuple[int, int], codec: str, preset: str, crf: int,
+                   n: int, duration: float, folder: Path) -> list[list[str]]:
+    ff = [ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", "-loglevel", "error"]
+    enc = ["-c:v", codec, "-preset", preset, "-crf", str(crf)] + (
+        ["-x265-params", "log-level=error"] if codec == "libx265" else [])
+    scale = ["-vf", f"scale={size[0]}:{size[1]}:flags=bicubic"]
+    if n == 1:
+        return [ff + ["-i", str(src), "-map", "0:v:0", "-map", "0:a?", *scale, *enc, "-c:a", "copy", str(out)]]
+    step = duration / n
+    parts = [folder / f"plain{n}-{k:02d}.mkv" for k in range(n)]
+    # all N at once: one bash line, as one would script it
+    jobs = " & ".join(" ".join(_q(a) for a in ff + ["-ss", f"{k * step:.6f}", "-i", str(src)]
+                               + (["-t", f"{step:.6f}"] if k < n - 1 else [])
+                               + ["-map", "0:v:0", "-an", *scale, *enc, str(parts[k])]) for k in range(n))
+    listing = folder / f"plain{n}.txt"
+    listing.write_text("".join(f"file '{p}'\n" for p in parts))
+    return [["bash", "-c", jobs + " & wait"],
+            ff + ["-f", "concat", "-safe", "0", "-i", str(listing), "-i", str(src), "-map", "0:v", "-map", "1:a?",
+                  "-c", "copy", str(out)]]
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'" if re.search(r"[^\w@%+=:,./-]", s) else s
+
+
+def srgpu_command(src: Path, out: Path, codec: str, preset: str, crf: int, extra: list[str]) -> list[list[str]]:
+    return [[sys.executable, "-m", "srgpu", "upscale", str(src), "-o", str(out), "--overwrite", "--codec", codec,
+             "--preset", preset, "--crf", str(crf), *extra]]
+
+
+def warm_up(src: Path, folder: Path, log: Path) -> float:
+    """srgpu on the source's first 2 s, so that no row pays for building kernels or tuning plans
+    (cached on disk, as on a user's machine after the first run)."""
+    cut, out = folder / "warm.mkv", folder / "warm-out.mkv"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-y", "-i", str(src), "-t", "2", "-c", "copy", str(cut)], check=True)
+    t0 = time.perf_counter()
+    with open(log, "ab") as lf:
+        subprocess.run([sys.executable, "-m", "srgpu", "upscale", str(cut), "-o", str(out), "--overwrite", "--gpus",
+                        "0", "--chunk-seconds", "0"], stdout=lf, stderr=lf, check=True)
+    out.unlink()
+    return round(time.perf_counter() - t0, 1)
+
+
+def gpu_count() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return sum(1 for ln in out.splitlines() if ln.startswith("GPU "))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", type=Path)
+    ap.add_argument("--seconds", type=float, default=150.0)
+    ap.add_argument("--settings", nargs="+", default=["libx264:veryfast"])
+    ap.add_argument("--crf", type=int, default=18)
+    ap.add_argument("--rows", nargs="+", default=["plain", "plain2", "plain4", "plain8", "srgpu1", "srgpuall"])
+    ap.add_argument("--srgpu-arg", action="append", default=[], help="extra argument to every srgpu row")
+    ap.add_argument("--work", type=Path, default=None, help="folder for outputs (default: a temporary one)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="do not upscale 2 s of the source first (kernels built and cached, plans tuned)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    ngpus = gpu_count()
+    with tempfile.TemporaryDirectory(prefix="srgpu-bighost-", dir=args.work) as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        src = args.source or default_source(folder, args.seconds)
+        made_s = time.perf_counter() - t0
+        frames = count_frames(src)
+        from srgpu.video.probe import probe
+
+        info = probe(src)
+        v = info.main_video()
+        duration = info.duration or args.seconds
+        size = (v.width * 2, v.height * 2)
+        log = (args.json.with_suffix(".log") if args.json else folder / "log.txt")
+        warm_s = warm_up(src, folder, log) if ngpus and not args.no_warmup else None
+        rows = []
+        for setting in args.settings:
+            codec, preset = setting.split(":")
+            for name in args.rows:
+                out = folder / f"{name}.mkv"
+                if name == "plain" or re.fullmatch(r"plain\d+", name):
+                    n = int(name[5:] or 1)
+                    cmds = plain_commands(src, out, size, codec, preset, args.crf, n, duration, folder)
+                    gpus: list[int] = []
+                elif name == "srgpu1":
+                    cmds = srgpu_command(src, out, codec, preset, args.crf,
+                                         ["--gpus", "0", "--chunk-seconds", "0", *args.srgpu_arg])
+                    gpus = [0]
+                elif m := re.fullmatch(r"srgpu(all|\d+)(?:-w(\d+))?", name):
+                    g = ngpus if m.group(1) == "all" else int(m.group(1))
+                    gpus = list(range(g))
+                    extra = ["--gpus", "all" if m.group(1) == "all" else ",".join(map(str, gpus))]
+                    if m.group(2):
+                        extra += ["--workers", m.group(2)]
+                    cmds = srgpu_command(src, out, codec, preset, args.crf, extra + args.srgpu_arg)
+                else:
+                    raise SystemExit(f"unknown row {name}")
+                row = {"codec": codec, "preset": preset, **run_row(name, cmds, gpus, frames, out, log)}
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                out.unlink(missing_ok=True)
+                for p in folder.glob(f"{name}-*.mkv"):
+                    p.unlink()
+        report = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),
+                  "gpus": ngpus, "source": str(args.source or f"bbb looped {args.seconds:g} s, 1080p x264 crf 18"),
+                  "source_made_s": round(made_s, 1), "warmup_s": warm_s, "frames": frames, "duration_s": round(duration, 3),
+                  "crf": args.crf, "rows": rows}
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
