@@ -65,14 +65,17 @@ def process_kind(cmd: list[bytes]) -> str:
         return "?"
     name = Path(words[0]).name
     if name.startswith("ffmpeg"):
-        if "-c:v" in words and words[words.index("-c:v") + 1] not in ("copy",):
-            raw_in = "-f" in words and "rawvideo" in words[:words.index("-i")] if "-i" in words else False
-            return f"ffmpeg encode {words[words.index('-c:v') + 1]}" + (" (frames piped in)" if raw_in else "")
+        inputs = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-i"]
+        codecs = [words[i + 1] for i, w in enumerate(words[:-1])
+                  if re.fullmatch(r"-c(odec)?:v(:0)?|-c(odec)?:\d+|-vcodec", w) and words[i + 1] != "copy"]
+        piped = "pipe:0" in inputs or "-" in inputs
+        if codecs and "null" not in words:
+            return f"ffmpeg encode {codecs[0]}" + (" (frames piped in)" if piped else "")
         if any("cuvid" in w for w in words):
             return "ffmpeg decode (NVDEC)"
-        if "-f" in words and "rawvideo" in words[words.index("-i") if "-i" in words else 0:]:
-            return "ffmpeg decode (CPU)"
-        return "ffmpeg other (probe, scan, join, read-back)"
+        if "pipe:1" in words or words[-1] == "-":
+            return "ffmpeg decode (CPU) / read-back"
+        return "ffmpeg other (probe, scan, join)"
     if name.startswith("python"):
         return "srgpu python processes"
     return name
@@ -145,7 +148,10 @@ class Sampler:
             seen.add(p)
             todo.extend(kids.get(p, []))
             if p in tree:
-                self.last[p] = (process_kind(tree[p][1]), tree[p][2])
+                kind = process_kind(tree[p][1])
+                if kind == "?" and p in self.last:  # a process exiting: its name is gone, its figure is final
+                    kind = self.last[p][0]
+                self.last[p] = (kind, tree[p][2])
 
     def stop(self) -> None:
         self._stop.set()
