@@ -9,6 +9,7 @@ in a note instead of dropping it silently.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +55,19 @@ class Written:
 
 @dataclass(frozen=True)
 class Encoded:
-    """An encoded file, and what of the image it could not hold."""
+    """An encoded file, as the pieces to write one after another (a large file encoded in strips
+    is never joined into one more copy), and what of the image it could not hold."""
 
-    data: bytes | memoryview
+    pieces: tuple[bytes | memoryview, ...]
     notes: tuple[str, ...] = ()
+
+    @property
+    def data(self) -> bytes | memoryview:
+        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+
+    @property
+    def size(self) -> int:
+        return sum(memoryview(p).nbytes for p in self.pieces)
 
 
 def read_image(path: str | Path) -> np.ndarray:
@@ -164,29 +174,24 @@ def _swap_in_place(image: np.ndarray, code: int) -> None:
 
 
 def _encode_bgr(image: np.ndarray, ext: str, icc: bytes | None, jpeg_quality: int,
-                file: Path | None = None, png_compression: int | None = None) -> Encoded:
-    """Encode ``image`` (OpenCV's channel order) as ``ext``: into memory, or with ``file``
-    straight into that file (the encoder streams it: no copy of a large compressed image is held;
-    ``data`` is then empty)."""
+                png_compression: int | None = None) -> Encoded:
+    """Encode ``image`` (OpenCV's channel order) as ``ext``, into memory: srgpu writes the bytes
+    itself (write_image_atomic), so that a write that fails, even at close, is seen and named."""
     problem = _icc_problem(icc, ext, image) if icc else None
     in_strips = _strip_encoder(image, ext, jpeg_quality, png_compression)
     if in_strips is not None:
-        return _encode_in_strips(in_strips, ext, icc, problem, file)
+        return _encode_in_strips(in_strips, ext, icc, problem)
     params = encode_params(ext, jpeg_quality, png_compression)
     if icc and problem is None:
-        data = _encode_with_icc(image, ext, params, icc, file)
+        data = _encode_with_icc(image, ext, params, icc)
         if data is not None:
-            return Encoded(data)
+            return Encoded((data,))
         problem = f"the {ext.lstrip('.').upper()} encoder refused it"
     notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
     try:
-        if file is not None:
-            if cv2.imwrite(str(file), image, params):
-                return Encoded(b"", notes)
-        else:
-            ok, buf = cv2.imencode(ext, image, params)
-            if ok:
-                return Encoded(buf.data, notes)  # the encoder's buffer itself, not a copy of it
+        ok, buf = cv2.imencode(ext, image, params)
+        if ok:
+            return Encoded((buf.data,), notes)  # the encoder's buffer itself, not a copy of it
     except cv2.error:
         pass
     raise ImageFileError(f"cannot encode a {image.dtype} image with {image.shape} as {ext}")
@@ -206,8 +211,7 @@ def _strip_encoder(image: np.ndarray, ext: str, jpeg_quality: int, png_compressi
     return None
 
 
-def _encode_in_strips(encode: StripEncoder, ext: str, icc: bytes | None, problem: str | None,
-                      file: Path | None) -> Encoded:
+def _encode_in_strips(encode: StripEncoder, ext: str, icc: bytes | None, problem: str | None) -> Encoded:
     """A large file encoded on every core, as _encode_bgr: the ICC profile kept where it can be,
     said where not."""
     pieces = encode(icc if icc and problem is None else None)
@@ -217,12 +221,7 @@ def _encode_in_strips(encode: StripEncoder, ext: str, icc: bytes | None, problem
     if pieces is None:
         raise ImageFileError(f"cannot encode this image as {ext}")
     notes = (f"its ICC colour profile is not kept: {problem}",) if problem else ()
-    if file is None:
-        return Encoded(b"".join(pieces), notes)
-    with open(file, "wb") as f:
-        for piece in pieces:
-            f.write(piece)
-    return Encoded(b"", notes)
+    return Encoded(tuple(pieces), notes)
 
 
 def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
@@ -238,47 +237,102 @@ def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
     return None
 
 
-def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes, file: Path | None) -> bytes | None:
-    """The encoded file with its ICC profile (b"" once written to ``file``), or None where the
-    encoder will not take the profile."""
+def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes) -> bytes | memoryview | None:
+    """The encoded file with its ICC profile, or None where the encoder will not take the profile."""
     if ext in _TIFF:  # OpenCV writes no TIFF profile: srgpu adds the tag to its bytes
         ok, buf = cv2.imencode(ext, image, params)
-        data = add_tiff_icc(buf.tobytes(), icc) if ok else None
-        if data is not None and file is not None:
-            file.write_bytes(data)
-            return b""
-        return data
+        return add_tiff_icc(buf.tobytes(), icc) if ok else None
     profile = [np.frombuffer(icc, np.uint8)]
     try:
-        if file is not None:
-            return b"" if cv2.imwriteWithMetadata(str(file), image, [cv2.IMAGE_METADATA_ICCP], profile, params) else None
         ok, buf = cv2.imencodeWithMetadata(ext, image, [cv2.IMAGE_METADATA_ICCP], profile, params)
     except cv2.error:
         return None
-    return buf.tobytes() if ok and buf is not None else None
+    return buf.data if ok and buf is not None else None
 
 
 def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None,
                        order: ChannelOrder = "rgb", png_compression: int | None = None,
                        scratch: bool = False) -> Written:
     """Encode (with the ICC profile ``icc`` where the format holds it), write under srgpu's
-    temporary name in the target directory, then publish it (srgpu.outputs): an interrupted run
-    never leaves a truncated file under the final name, and without ``replace`` a file that
-    appeared at ``path`` meanwhile is never replaced (OutputExistsError). ``order``: the channel
-    order of ``image``; ``scratch``: the caller is done with ``image``, whose memory the encoder may
-    leave in its own channel order (no swap back of a large output)."""
+    temporary name in the target directory, check that the file on disk is the whole encoded file,
+    then publish it (srgpu.outputs): a full disk or an interrupted run never leaves a truncated file
+    under the final name (ImageFileError names the file and the reason), and without ``replace``
+    a file that appeared at ``path`` meanwhile is never replaced (OutputExistsError). ``order``:
+    the channel order of ``image``; ``scratch``: the caller is done with ``image``, whose memory the
+    encoder may leave in its own channel order (no swap back of a large output)."""
     path = Path(path)
+    with _as_bgr(image, order, restore=not scratch) as bgr:
+        encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, png_compression=png_compression)
     try:
         tmp, fd = outputs.create_temp(path)
     except (FileNotFoundError, NotADirectoryError):
         raise ImageFileError(f"{path.parent}: output directory does not exist") from None
-    os.close(fd)
-    try:  # the encoder writes the file itself (tmp keeps the suffix that names the format)
-        with _as_bgr(image, order, restore=not scratch) as bgr:
-            encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, file=tmp, png_compression=png_compression)
-        size = tmp.stat().st_size
+    except OSError as e:
+        raise ImageFileError(f"{path}: cannot write it: {_reason(e)}") from None
+    try:
+        write_whole(fd, tmp, encoded.pieces)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ImageFileError(f"{path}: cannot write it: {_reason(e)}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     outputs.publish(tmp, path, replace)
-    return Written(size, encoded.notes)
+    return Written(encoded.size, encoded.notes)
+
+
+VERIFY_BYTES = 64  # of the file's start and end read back: its header and trailer (PNG's IEND, ...)
+
+
+def write_whole(fd: int, path: Path, pieces: tuple[bytes | memoryview, ...]) -> int:
+    """Write ``pieces`` to the open file ``fd`` (of ``path``) and close it, flushed to disk, or
+    raise OSError: every short write and every error is seen, at write, fsync or close (a full disk
+    or quota often fails only there, which an encoder writing the file itself does not report).
+    The file's size and its first and last bytes are then read back and compared with what was
+    written, so that a filesystem that lost some of it is caught too. -> bytes written."""
+    total = 0
+    try:
+        for piece in pieces:
+            view = memoryview(piece).cast("B")
+            while view:
+                n = os.write(fd, view)
+                if n <= 0:
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                total += n
+                view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # raises the error of a write the kernel deferred to close (NFS, quotas)
+    head, tail = _ends(pieces, VERIFY_BYTES)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        got_head = f.read(len(head))
+        f.seek(max(0, size - len(tail)))
+        got_tail = f.read(len(tail))
+    if size != total or got_head != head or got_tail != tail:
+        raise OSError(errno.EIO, f"the file on disk is not what was written ({size} of {total} bytes)")
+    return total
+
+
+def _ends(pieces: tuple[bytes | memoryview, ...], n: int) -> tuple[bytes, bytes]:
+    """The first and last ``n`` bytes (at most) of the pieces joined, without joining them."""
+    head = bytearray()
+    for piece in pieces:
+        head += bytes(memoryview(piece).cast("B")[:n - len(head)])
+        if len(head) >= n:
+            break
+    tail = bytearray()
+    for piece in reversed(pieces):
+        view = memoryview(piece).cast("B")
+        tail[:0] = bytes(view[max(0, len(view) - (n - len(tail))):])
+        if len(tail) >= n:
+            break
+    return bytes(head), bytes(tail)
+
+
+def _reason(error: OSError) -> str:
+    """An OSError's reason in the words users know: 'no space left on device', 'disk quota exceeded'."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return os.strerror(error.errno).lower()
+    reason = error.strerror or str(error)
+    return reason[:1].lower() + reason[1:]
