@@ -21,7 +21,7 @@ from tqdm import tqdm
 from . import __version__
 from .engine import Engine, EngineError, GPUOptions, create_engine
 from .imagefile import ImageFileError
-from .images import BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
+from .images import DEFAULT_MAX_PIXELS, BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
 
@@ -104,6 +104,16 @@ JOBS_HELP = ("Image files decoded at once, and as many encoded at once, on threa
              "CPU core); the engine upscales on its own meanwhile.")
 PNG_HELP = ("PNG outputs' zlib level, 0 (none, fastest) to 9 (smallest); default: OpenCV's fast setting "
             "(level 1, run-length), about twice as fast as level 1 proper for files 5-10 % larger.")
+
+MAX_MP_HELP = ("Image files whose header declares more megapixels fail alone, before they are decoded (a "
+               "decompression bomb, or a scan that would take many minutes); default 256, 0: no limit but "
+               "OpenCV's own.")
+
+
+def _max_pixels(megapixels: float) -> int | None:
+    if megapixels < 0:
+        raise typer.BadParameter("must be 0 (no limit) or more", param_hint="--max-megapixels")
+    return int(megapixels * 1e6) or None if megapixels else None
 
 
 def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None = None,
@@ -301,6 +311,8 @@ def upscale(
                                 "(default: upscale it and name the frames in a note); decodes on the CPU."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
+    max_megapixels: float = typer.Option(DEFAULT_MAX_PIXELS / 1e6, "--max-megapixels", metavar="MP",
+                                         help=MAX_MP_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
                                           help="Workers for a long video's chunks and a folder's files (default: "
                                                "about one per 4 CPU cores, at least one per GPU; a folder uses "
@@ -316,7 +328,8 @@ def upscale(
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
-        image_options = ImageOptions(jobs=jobs, png_compression=png_compression)
+        image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
+                                     max_pixels=_max_pixels(max_megapixels))
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
@@ -532,7 +545,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
     try:
         with runner_cm as runner:
             return run_files(plan, runner, srcnn, scale, video, images.png_compression, on_done=progress.done,
-                             on_frames=progress.frames)
+                             on_frames=progress.frames, max_pixels=images.max_pixels)
     finally:
         progress.close()
 

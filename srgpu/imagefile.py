@@ -19,7 +19,8 @@ import cv2
 import numpy as np
 
 from . import jpegstrips, outputs, pngstrips
-from .imagemeta import add_tiff_icc, exif_orientation, icc_colour_space, icc_well_formed, tiff_icc, upright
+from .imagemeta import (add_tiff_icc, declared_size, exif_orientation, frame_count, icc_colour_space,
+                        icc_well_formed, tiff_icc, upright)
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
 # where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.imagemeta)
@@ -75,10 +76,12 @@ def read_image(path: str | Path) -> np.ndarray:
     return read_image_data(path).pixels
 
 
-def read_image_data(path: str | Path, order: ChannelOrder = "rgb") -> ImageData:
+def read_image_data(path: str | Path, order: ChannelOrder = "rgb", max_pixels: int | None = None) -> ImageData:
     """The image of ``path`` upright (EXIF orientation applied; libtiff applies a TIFF's own) and its
     ICC profile. ``order="bgr"`` keeps OpenCV's channel order (no swap: the GPU's colour kernels
-    read either order)."""
+    read either order). A file whose header declares more than ``max_pixels`` pixels (None: no
+    limit but OpenCV's), or that holds several frames or pages (only the first would be read), is
+    refused before decoding, in one line that says so."""
     path = Path(path)
     try:  # no look before: a folder of small images pays for every system call
         data = np.fromfile(str(path), dtype=np.uint8)
@@ -86,7 +89,11 @@ def read_image_data(path: str | Path, order: ChannelOrder = "rgb") -> ImageData:
         raise ImageFileError(f"{path}: no such file") from None
     except OSError as e:  # permissions, I/O errors
         raise ImageFileError(f"{path}: cannot read ({e.strerror or e})") from None
-    image, exif, icc = _decode(data) if data.size else (None, None, None)
+    _check_declared(path, memoryview(data), max_pixels)
+    try:
+        image, exif, icc = _decode(data) if data.size else (None, None, None)
+    except cv2.error as e:  # OpenCV's own refusals (its pixel limit, a codec's error): one line
+        raise ImageFileError(f"{path}: not a readable image ({_opencv_reason(e)})") from None
     if image is None:
         raise ImageFileError(f"{path}: not a readable image (corrupt or unsupported format)")
     if image.dtype not in (np.uint8, np.uint16):
@@ -98,6 +105,45 @@ def read_image_data(path: str | Path, order: ChannelOrder = "rgb") -> ImageData:
         image = cv2.cvtColor(image, code)
     orientation = exif_orientation(exif) if exif else 1
     return ImageData(upright(image, orientation), icc, orientation, order)
+
+
+def opencv_max_pixels() -> int:
+    """The most pixels OpenCV decodes (its OPENCV_IO_MAX_IMAGE_PIXELS, read when it loads)."""
+    try:
+        return int(os.environ.get("OPENCV_IO_MAX_IMAGE_PIXELS", 1 << 30))
+    except ValueError:
+        return 1 << 30
+
+
+def _check_declared(path: Path, data: memoryview, max_pixels: int | None) -> None:
+    """Refuse, before any decoding, a file too large to decode and one whose frames or pages all
+    but the first would be lost (srgpu.imagemeta reads both from the file's headers)."""
+    size = declared_size(data)
+    if size is not None:
+        w, h = size
+        if max_pixels is not None and w * h > max_pixels:
+            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({w * h / 1e6:.0f} megapixels), more than "
+                                 f"the limit of {max_pixels / 1e6:g} megapixels (--max-megapixels raises it)")
+        if w * h > opencv_max_pixels():
+            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({w * h / 1e6:.0f} megapixels), more than "
+                                 f"OpenCV decodes ({opencv_max_pixels() / 1e6:g} megapixels; its "
+                                 "OPENCV_IO_MAX_IMAGE_PIXELS setting raises that)")
+    frames = frame_count(data)
+    if frames > 1:
+        what, unit = _MULTI.get(bytes(data[:4]), ("an animated image", "frames"))
+        raise ImageFileError(f"{path}: {what} of {frames} {unit}: srgpu upscales one still image per file and "
+                             f"would keep only the first, so it is not upscaled (split it into still images first)")
+
+
+# what a file of several frames is, by its first bytes
+_MULTI = {b"RIFF": ("an animated WebP", "frames"), b"\x89PNG": ("an animated PNG (APNG)", "frames"),
+          b"II*\x00": ("a multi-page TIFF", "pages"), b"MM\x00*": ("a multi-page TIFF", "pages")}
+
+
+def _opencv_reason(error: cv2.error) -> str:
+    """OpenCV's message in a few words: its last line's text, without the source location."""
+    text = (getattr(error, "err", "") or str(error)).strip().splitlines()
+    return (text[-1] if text else "decoder error").strip()
 
 
 def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | None]:
