@@ -44,6 +44,7 @@ class ImageData:
     icc: bytes | None = None  # the ICC colour profile, as stored in the file
     orientation: int = 1  # the EXIF orientation the file gave (already applied to pixels)
     order: ChannelOrder = "rgb"  # the colour channels' order in ``pixels``
+    gray_alpha: bool = False  # a gray+alpha file, which OpenCV decodes as RGBA with R = G = B
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,15 @@ def read_image_data(path: str | Path, order: ChannelOrder = "rgb", max_pixels: i
         code = cv2.COLOR_BGRA2RGBA if image.shape[2] == 4 else cv2.COLOR_BGR2RGB
         image = cv2.cvtColor(image, code)
     orientation = exif_orientation(exif) if exif else 1
-    return ImageData(upright(image, orientation), icc, orientation, order)
+    gray_alpha = image.ndim == 3 and image.shape[2] == 4 and _png_colour_type(data) == PNG_GRAY_ALPHA
+    return ImageData(upright(image, orientation), icc, orientation, order, gray_alpha)
+
+
+PNG_GRAY_ALPHA = 4  # the IHDR colour type
+
+
+def _png_colour_type(data: np.ndarray) -> int | None:
+    return int(data[25]) if data.size > 25 and data[:8].tobytes() == b"\x89PNG\r\n\x1a\n" else None
 
 
 def opencv_max_pixels() -> int:
@@ -182,7 +191,7 @@ def _as_bgr(image: np.ndarray, order: ChannelOrder = "rgb", restore: bool = True
     """OpenCV's channel order for the encoder. In place where the array allows (a chunk of rows at
     a time), and swapped back afterwards unless ``restore`` is False (the caller is done with the
     image): a copy of a 24000x16000 output would be another 1.15 GB at the peak."""
-    if image.ndim != 3 or order == "bgr":
+    if image.ndim != 3 or image.shape[2] == 2 or order == "bgr":  # (gray+alpha has no colour order)
         yield image
         return
     code = cv2.COLOR_RGBA2BGRA if image.shape[2] == 4 else cv2.COLOR_RGB2BGR
@@ -252,6 +261,8 @@ def _strip_encoder(image: np.ndarray, ext: str, jpeg_quality: int, png_compressi
     one OpenCV call."""
     if ext in _JPEG and image.dtype == np.uint8 and jpegstrips.splits(image):
         return lambda icc: jpegstrips.encode_jpeg(image, jpeg_quality, icc)
+    if ext == ".png" and image.ndim == 3 and image.shape[2] == 2:  # OpenCV cannot write gray+alpha
+        return lambda icc: pngstrips.encode_png(image, icc, bgr=True, level=png_compression)
     if ext == ".png" and png_compression is None and pngstrips.splits(image):
         return lambda icc: pngstrips.encode_png(image, icc, bgr=True)
     return None
@@ -276,7 +287,7 @@ def _icc_problem(icc: bytes, ext: str, image: np.ndarray) -> str | None:
         return f"{ext} files cannot hold one"
     if not icc_well_formed(icc):  # checked here: libpng would print its own error before refusing it
         return "it is malformed"
-    gray = image.ndim == 2 and ext not in _STORED_AS_RGB
+    gray = (image.ndim == 2 or image.shape[2] == 2) and ext not in _STORED_AS_RGB
     space = icc_colour_space(icc)
     if space != ("GRAY" if gray else "RGB"):  # a CMYK JPEG's profile, a gray profile on an RGB file...
         return f"it describes {space or 'unknown'} colours and the output is {'gray' if gray else 'RGB'}"
@@ -298,15 +309,20 @@ def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes)
 
 def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None,
                        order: ChannelOrder = "rgb", png_compression: int | None = None,
-                       scratch: bool = False) -> Written:
+                       scratch: bool = False, gray_alpha: bool = False) -> Written:
     """Encode (with the ICC profile ``icc`` where the format holds it), write under srgpu's
     temporary name in the target directory, check that the file on disk is the whole encoded file,
     then publish it (srgpu.outputs): a full disk or an interrupted run never leaves a truncated file
     under the final name (ImageFileError names the file and the reason), and without ``replace``
     a file that appeared at ``path`` meanwhile is never replaced (OutputExistsError). ``order``:
     the channel order of ``image``; ``scratch``: the caller is done with ``image``, whose memory the
-    encoder may leave in its own channel order (no swap back of a large output)."""
+    encoder may leave in its own channel order (no swap back of a large output). ``gray_alpha``:
+    ``image`` is RGBA made from a gray+alpha file (ImageData.gray_alpha), written as gray+alpha
+    where the format holds it (PNG), its gray the green samples (the others equal to within one
+    level, from rounding the colour conversion)."""
     path = Path(path)
+    if gray_alpha and path.suffix.lower() == ".png" and image.ndim == 3 and image.shape[2] == 4:
+        image = np.ascontiguousarray(image[..., 1::2])  # G and A: the same places in RGBA and BGRA
     with _as_bgr(image, order, restore=not scratch) as bgr:
         encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, png_compression=png_compression)
     try:

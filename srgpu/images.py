@@ -823,7 +823,8 @@ class _Writers:
         try:
             pixels = fit_to_format(data.pixels, job.dst.suffix, job.src)
             written = write_image_atomic(job.dst, pixels, replace=go.replace, icc=data.icc, order=data.order,
-                                         png_compression=self.png_compression, scratch=True)
+                                         png_compression=self.png_compression, scratch=True,
+                                         gray_alpha=data.gray_alpha)
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
@@ -1029,7 +1030,7 @@ def upscale_image_file(job: Job, replace_output: bool, processor: ImageProcessor
         pixels = processor.submit(data.pixels, on_rows).wait()
         pixels = fit_to_format(pixels, job.dst.suffix, job.src)
         written = write_image_atomic(job.dst, pixels, replace=replace_output, icc=data.icc, order=data.order,
-                                     png_compression=png_compression, scratch=True)
+                                     png_compression=png_compression, scratch=True, gray_alpha=data.gray_alpha)
     except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
         return Outcome(job, "failed", str(e), time.perf_counter() - started), None
     except (ImageFileError, OSError, MemoryError) as e:
