@@ -149,6 +149,25 @@ def _describe_engine(engine: Engine) -> str:
 
 
 LOG_PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+# No rate is shown before this much time or before any work of this run is counted (files skipped
+# at once, as in a resumed folder, are not: they read as thousands a second).
+MIN_RATE_SECONDS = 0.1
+
+
+def _rate(done: int, seconds: float) -> float | None:
+    """Work per second over the real elapsed time, or None while it would mean nothing."""
+    return done / seconds if done > 0 and seconds >= MIN_RATE_SECONDS else None
+
+
+class _TermBar(tqdm):
+    """tqdm with _LogBar's rate: this run's work over real elapsed time (no smoothing of bursts),
+    and '?' until it means something."""
+
+    @property
+    def format_dict(self) -> dict:  # type: ignore[override]
+        d = super().format_dict
+        d["rate"] = _rate(d["n"] - d["initial"], d["elapsed"]) or 0  # 0: tqdm shows '?' (and no ETA)
+        return d
 
 
 class _LogBar:
@@ -181,12 +200,12 @@ class _LogBar:
     def _line(self) -> None:
         self._last = now = time.monotonic()
         self._printed = self.n
-        rate = (self.n - self.initial) / max(now - self._start, 1e-9)
+        rate = _rate(self.n - self.initial, now - self._start)
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
-        eta = (f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate > 0 and self.n < self.total
-               else "")
+        speed = "" if not rate else f", {rate:.1f} {self.unit}/s" if rate >= 0.1 else f", {1 / rate:.0f} s/{self.unit}"
+        eta = f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate and self.n < self.total else ""
         things = {"img": "images", "frame": "frames", "file": "files", "row": "rows"}.get(self.unit, self.unit)
-        print(f"srgpu: {self.desc}: {done} {things}, {rate:.1f} {self.unit}/s{eta}", file=sys.stderr, flush=True)
+        print(f"srgpu: {self.desc}: {done} {things}{speed}{eta}", file=sys.stderr, flush=True)
 
 
 def _clock(seconds: float) -> str:
@@ -199,7 +218,7 @@ def _bar(total: int | None, unit: str, desc: str, leave: bool = True, started: f
     work it counts began, if before the bar (its rate and ETA count from then)."""
     if not sys.stderr.isatty():
         return _LogBar(total, unit, desc, started)
-    bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave)
+    bar = _TermBar(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave, smoothing=0)
     if started is not None:
         bar.start_t -= time.monotonic() - started
     return bar
@@ -212,6 +231,8 @@ def _file_outcome(outcome: Outcome, quiet: bool, files: "tqdm | _LogBar | None",
     for note in outcome.notes:
         _info(f"note: {outcome.job.src}: {note}", quiet)
     if files is not None:
+        if outcome.status == "skipped" or not outcome.seconds:  # no work: not part of the rate
+            files.initial += 1
         files.update(1)
 
 
