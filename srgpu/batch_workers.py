@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any, Callable, Protocol, Sequence
 
 from .filetasks import FileResult, FileTask
-from .images import BatchResult, Go, Outcome, OutputFolders, Plan, Resume, naming, prepare_job
+from .images import DEFAULT_MAX_PIXELS, BatchResult, Go, Outcome, OutputFolders, Plan, Resume, naming, prepare_job
 from .model import SRCNNModel
 from .video.options import VideoOptions
 
@@ -67,9 +67,10 @@ def use_workers(plan: Plan, workers: int, explicit: bool, cluster: bool = False)
 
 def run_files(plan: Plan, runner: FileRunner, model: SRCNNModel, scale: int, video: VideoOptions = VideoOptions(),
               png_compression: int | None = None, on_done: OutcomeCallback | None = None,
-              on_frames: FramesCallback | None = None) -> BatchResult:
+              on_frames: FramesCallback | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> BatchResult:
     """Every job of a folder ``plan`` as a FileTask on ``runner``, by ``scale`` with ``model``
-    (the workers' engines are the runner's). ``on_done(outcome)`` as each file's outcome is known
+    (the workers' engines are the runner's); image files declaring more than ``max_pixels`` fail
+    alone (ImageOptions.max_pixels). ``on_done(outcome)`` as each file's outcome is known
     (skipped and failed-before-running ones first, then in the order they finish);
     ``on_frames(n)``: video frames made on any worker (negative: taken back from a worker that
     died). The result lists the outcomes in the plan's order."""
@@ -114,7 +115,7 @@ def run_files(plan: Plan, runner: FileRunner, model: SRCNNModel, scale: int, vid
                 record(index, go)
                 continue
             going[index] = go
-            tasks.append(FileTask(index, job, go.replace, video, png_compression))
+            tasks.append(FileTask(index, job, go.replace, video, png_compression, max_pixels))
         runner.run(tasks, on_frames or (lambda n: None), on_result, on_start=on_start, on_error=on_error)
     finally:
         folders.sweep()  # what workers killed mid-file left (their processes are gone)

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from . import __version__
 from .engine import Engine, EngineError, GPUOptions, create_engine
 from .imagefile import ImageFileError
-from .images import BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
+from .images import DEFAULT_MAX_PIXELS, BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
 
@@ -105,6 +105,16 @@ JOBS_HELP = ("Image files decoded at once, and as many encoded at once, on threa
 PNG_HELP = ("PNG outputs' zlib level, 0 (none, fastest) to 9 (smallest); default: OpenCV's fast setting "
             "(level 1, run-length), about twice as fast as level 1 proper for files 5-10 % larger.")
 
+MAX_MP_HELP = ("Image files whose header declares more megapixels fail alone, before they are decoded (a "
+               "decompression bomb, or a scan that would take many minutes); default 256, 0: no limit but "
+               "OpenCV's own.")
+
+
+def _max_pixels(megapixels: float) -> int | None:
+    if megapixels < 0:
+        raise typer.BadParameter("must be 0 (no limit) or more", param_hint="--max-megapixels")
+    return int(megapixels * 1e6) or None if megapixels else None
+
 
 def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None = None,
                    strict: bool = False) -> VideoOptions:
@@ -139,6 +149,25 @@ def _describe_engine(engine: Engine) -> str:
 
 
 LOG_PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
+# No rate is shown before this much time or before any work of this run is counted (files skipped
+# at once, as in a resumed folder, are not: they read as thousands a second).
+MIN_RATE_SECONDS = 0.1
+
+
+def _rate(done: int, seconds: float) -> float | None:
+    """Work per second over the real elapsed time, or None while it would mean nothing."""
+    return done / seconds if done > 0 and seconds >= MIN_RATE_SECONDS else None
+
+
+class _TermBar(tqdm):
+    """tqdm with _LogBar's rate: this run's work over real elapsed time (no smoothing of bursts),
+    and '?' until it means something."""
+
+    @property
+    def format_dict(self) -> dict:  # type: ignore[override]
+        d = super().format_dict
+        d["rate"] = _rate(d["n"] - d["initial"], d["elapsed"]) or 0  # 0: tqdm shows '?' (and no ETA)
+        return d
 
 
 class _LogBar:
@@ -171,12 +200,12 @@ class _LogBar:
     def _line(self) -> None:
         self._last = now = time.monotonic()
         self._printed = self.n
-        rate = (self.n - self.initial) / max(now - self._start, 1e-9)
+        rate = _rate(self.n - self.initial, now - self._start)
         done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
-        eta = (f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate > 0 and self.n < self.total
-               else "")
+        speed = "" if not rate else f", {rate:.1f} {self.unit}/s" if rate >= 0.1 else f", {1 / rate:.0f} s/{self.unit}"
+        eta = f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate and self.n < self.total else ""
         things = {"img": "images", "frame": "frames", "file": "files", "row": "rows"}.get(self.unit, self.unit)
-        print(f"srgpu: {self.desc}: {done} {things}, {rate:.1f} {self.unit}/s{eta}", file=sys.stderr, flush=True)
+        print(f"srgpu: {self.desc}: {done} {things}{speed}{eta}", file=sys.stderr, flush=True)
 
 
 def _clock(seconds: float) -> str:
@@ -189,7 +218,7 @@ def _bar(total: int | None, unit: str, desc: str, leave: bool = True, started: f
     work it counts began, if before the bar (its rate and ETA count from then)."""
     if not sys.stderr.isatty():
         return _LogBar(total, unit, desc, started)
-    bar = tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave)
+    bar = _TermBar(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave, smoothing=0)
     if started is not None:
         bar.start_t -= time.monotonic() - started
     return bar
@@ -202,6 +231,8 @@ def _file_outcome(outcome: Outcome, quiet: bool, files: "tqdm | _LogBar | None",
     for note in outcome.notes:
         _info(f"note: {outcome.job.src}: {note}", quiet)
     if files is not None:
+        if outcome.status == "skipped" or not outcome.seconds:  # no work: not part of the rate
+            files.initial += 1
         files.update(1)
 
 
@@ -301,6 +332,8 @@ def upscale(
                                 "(default: upscale it and name the frames in a note); decodes on the CPU."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
+    max_megapixels: float = typer.Option(DEFAULT_MAX_PIXELS / 1e6, "--max-megapixels", metavar="MP",
+                                         help=MAX_MP_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
                                           help="Workers for a long video's chunks and a folder's files (default: "
                                                "about one per 4 CPU cores, at least one per GPU; a folder uses "
@@ -316,7 +349,8 @@ def upscale(
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
     with _reported():
-        image_options = ImageOptions(jobs=jobs, png_compression=png_compression)
+        image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
+                                     max_pixels=_max_pixels(max_megapixels))
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
@@ -532,7 +566,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
     try:
         with runner_cm as runner:
             return run_files(plan, runner, srcnn, scale, video, images.png_compression, on_done=progress.done,
-                             on_frames=progress.frames)
+                             on_frames=progress.frames, max_pixels=images.max_pixels)
     finally:
         progress.close()
 

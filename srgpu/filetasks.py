@@ -39,6 +39,7 @@ class FileTask:
     replace: bool
     video: VideoOptions = VideoOptions()
     png_compression: int | None = None
+    max_pixels: int | None = None  # image files declaring more fail alone (ImageOptions.max_pixels)
 
     def execute(self, engine: Any, progress: Progress | None = None) -> "FileResult":
         return run_file(self, engine, progress)
@@ -61,7 +62,8 @@ def run_file(task: FileTask, engine: Any, progress: Progress | None = None) -> F
     ``progress(n)``: video frames made (negative: taken back, where a video is decoded again)."""
     job = task.job
     if job.kind == "image":
-        outcome, size = upscale_image_file(job, task.replace, _processor(engine), task.png_compression)
+        outcome, size = upscale_image_file(job, task.replace, _processor(engine), task.png_compression,
+                                           max_pixels=task.max_pixels)
         return FileResult(task.index, outcome, size)
     started = time.perf_counter()
     counted = [0]

@@ -134,3 +134,143 @@ def icc_well_formed(icc: bytes) -> bool:
     if len(icc) < 132 or icc[36:40] != b"acsp" or struct.unpack(">I", icc[:4])[0] != len(icc):
         return False
     return 132 + 12 * struct.unpack(">I", icc[128:132])[0] <= len(icc)
+
+
+# ---------------------------------------------------------------- what a file declares, before decoding
+
+WIDTH_TAG, HEIGHT_TAG = 256, 257
+_JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+MAX_PAGES = 10_000  # IFDs followed at most (a loop of IFD offsets is malformed, not endless)
+
+
+def declared_size(data: bytes | memoryview) -> tuple[int, int] | None:
+    """(width, height) a PNG, JPEG, WebP, BMP or TIFF file's header declares, read without
+    decoding (a decompression bomb declares a size it would take gigabytes to decode), or None
+    where the format is another or the header is malformed (the decoder then says what it thinks)."""
+    try:
+        if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+            w, h = struct.unpack(">II", data[16:24])
+            return w, h
+        if data[:2] == b"BM" and len(data) >= 26:
+            w, h = struct.unpack("<ii", data[18:26])
+            return abs(w), abs(h)  # a negative height: rows stored top-down
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _webp_size(data)
+        if data[:2] == b"\xff\xd8":
+            return _jpeg_size(data)
+        if _header(bytes(data[:8])) is not None:
+            return _tiff_size(data)
+    except struct.error:
+        return None
+    return None
+
+
+def _webp_size(data: bytes | memoryview) -> tuple[int, int] | None:
+    kind = bytes(data[12:16])
+    if kind == b"VP8X":
+        w = int.from_bytes(bytes(data[24:27]), "little") + 1
+        h = int.from_bytes(bytes(data[27:30]), "little") + 1
+        return w, h
+    if kind == b"VP8L":
+        bits = struct.unpack("<I", data[21:25])[0]
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if kind == b"VP8 ":
+        w, h = struct.unpack("<HH", data[26:30])
+        return w & 0x3FFF, h & 0x3FFF
+    return None
+
+
+def _jpeg_size(data: bytes | memoryview) -> tuple[int, int] | None:
+    at = 2
+    while at + 9 <= len(data):
+        if data[at] != 0xFF:
+            return None
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in _JPEG_SOF:
+            h, w = struct.unpack(">HH", data[at + 5:at + 9])
+            return w, h
+        if marker == 0xD8 or 0xD0 <= marker <= 0xD7 or marker == 0x01:
+            at += 2  # markers without a length
+            continue
+        if marker in (0xD9, 0xDA):  # end of image, start of scan before any frame header
+            return None
+        at += 2 + struct.unpack(">H", data[at + 2:at + 4])[0]
+    return None
+
+
+def _tiff_number(data: bytes, tag: int) -> int | None:
+    found = tiff_tag(data, tag)
+    if found is None or not found[1]:
+        return None
+    kind, value = found
+    order = "<" if data[:2] == b"II" else ">"
+    if kind == 3:
+        return struct.unpack(order + "H", value[:2])[0]
+    if kind == 4:
+        return struct.unpack(order + "I", value[:4])[0]
+    return None
+
+
+def _tiff_size(data: bytes | memoryview) -> tuple[int, int] | None:
+    data = bytes(data)
+    w, h = _tiff_number(data, WIDTH_TAG), _tiff_number(data, HEIGHT_TAG)
+    return (w, h) if w is not None and h is not None else None
+
+
+def frame_count(data: bytes | memoryview) -> int:
+    """How many frames or pages a file holds: an animated WebP's or PNG's (APNG) frames, a TIFF's
+    pages; 1 for a still image (or a header srgpu cannot follow: the decoder reads its first)."""
+    try:
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _webp_frames(data)
+        if data[:8] == b"\x89PNG\r\n\x1a\n":
+            return _png_frames(data)
+        if _header(bytes(data[:8])) is not None:
+            return _tiff_pages(data)
+    except struct.error:
+        return 1
+    return 1
+
+
+def _webp_frames(data: bytes | memoryview) -> int:
+    if bytes(data[12:16]) != b"VP8X" or not data[20] & 0x02:  # the animation flag
+        return 1
+    frames, at = 0, 12
+    while at + 8 <= len(data):
+        kind, size = bytes(data[at:at + 4]), struct.unpack("<I", data[at + 4:at + 8])[0]
+        frames += kind == b"ANMF"
+        at += 8 + size + (size & 1)
+    return max(frames, 1)
+
+
+def _png_frames(data: bytes | memoryview) -> int:
+    at = 8
+    while at + 8 <= len(data):
+        size, kind = struct.unpack(">I", data[at:at + 4])[0], bytes(data[at + 4:at + 8])
+        if kind == b"acTL":  # APNG's animation control: its frame count first
+            return max(1, struct.unpack(">I", data[at + 8:at + 12])[0])
+        if kind in (b"IDAT", b"IEND"):  # acTL comes before the image data
+            return 1
+        at += 12 + size
+    return 1
+
+
+def _tiff_pages(data: bytes | memoryview) -> int:
+    data = bytes(data)
+    parsed = _entries(data)
+    if parsed is None:
+        return 1
+    order, offset, _ = parsed
+    pages, seen = 0, set()
+    while offset and offset not in seen and pages < MAX_PAGES and offset + 2 <= len(data):
+        seen.add(offset)
+        pages += 1
+        count = struct.unpack(order + "H", data[offset:offset + 2])[0]
+        end = offset + 2 + 12 * count
+        if end + 4 > len(data):
+            break
+        offset = struct.unpack(order + "I", data[end:end + 4])[0]
+    return max(pages, 1)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Literal
 
+import cv2
 import numpy as np
 
 from . import outputs
@@ -71,6 +72,22 @@ def is_video(path: Path) -> bool:
     if _video is not None:
         return bool(_video.is_video_file(path))
     return path.suffix.lower() in _FALLBACK_VIDEO_EXTENSIONS
+
+
+def unsupported(path: Path) -> str:
+    """Why ``path`` is not upscaled, in one line naming it: what it is where srgpu can tell (a GIF,
+    still or animated), else its extension."""
+    if path.suffix.lower() == ".gif":
+        try:
+            frames = cv2.imcount(str(path))
+        except cv2.error:
+            frames = 0
+        if frames > 1:
+            return (f"{path}: an animated GIF of {frames} frames: srgpu does not read GIF (an animation would "
+                    f"lose its timing and all but one frame); convert it to a video first "
+                    f"(ffmpeg -i {path.name} {path.stem}.mp4) and upscale that")
+        return f"{path}: a GIF image: srgpu does not read GIF (256 colours at most); convert it to PNG first"
+    return f"{path}: not an image or video file (unknown extension {path.suffix or '(none)'!r})"
 
 
 def media_kind(path: Path) -> Kind:
@@ -231,7 +248,7 @@ def _looks_like_a_file(path: Path) -> bool:
 def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
     kind = media_kind(src)
     if kind == "unsupported":
-        raise BatchError(f"{src}: not an image or video file (unknown extension {src.suffix or '(none)'!r})")
+        raise BatchError(unsupported(src))
     if out.is_dir():
         out = out / (src.stem + (_output_suffix(src, fmt) if kind == "image" else _video_suffix(src)))
     elif not out.parent.is_dir():
@@ -292,6 +309,10 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
 # ---------------------------------------------------------------- one image
 
 
+# Image files larger than this are refused unless the user raises it (--max-megapixels): 256 MP is
+# a 200 MP phone photo or a 16000x16000 scan; a 30000x30000 (900 MP) file would take the better
+# part of half an hour, and a decompression bomb would take all memory.
+DEFAULT_MAX_PIXELS = 256 * 10**6
 BAND_OUTPUT_PIXELS = 4 * 2**20  # output pixels per band: the engine's float32 planes of a band, ~50 MB
 CONVERT_PIXELS = 2**18  # output pixels taken back to RGB at a time: float64 temporaries of a few MB
 RowsCallback = Callable[[int, int], None]
@@ -613,11 +634,15 @@ class ImageOptions:
     memory_bytes: about how much decoded images read ahead and upscaled images waiting for a
         writer may hold (srgpu.batch_stages.Budget); None: a quarter of the machine's memory, at most
         4 GiB. One image always goes through, however large.
+    max_pixels: an image file whose header declares more pixels fails alone, before it is decoded
+        (a decompression bomb, or a scan that would take many minutes: --max-megapixels); None:
+        only OpenCV's own limit.
     """
 
     jobs: int | None = None
     png_compression: int | None = None
     memory_bytes: int | None = None
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
     def __post_init__(self) -> None:
         if self.jobs is not None and self.jobs < 1:
@@ -626,6 +651,8 @@ class ImageOptions:
             raise BatchError(f"--png-compression {self.png_compression}: choose a zlib level from 0 to 9")
         if self.memory_bytes is not None and self.memory_bytes < 1:
             raise BatchError("the memory budget must be at least one byte")
+        if self.max_pixels is not None and self.max_pixels < 1:
+            raise BatchError("--max-megapixels must be more than 0")
 
     @property
     def workers(self) -> int:
@@ -695,8 +722,10 @@ class _Readers:
     """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
     memory budget let (srgpu.batch_stages.Budget: only while there is room, never blocking)."""
 
-    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock) -> None:
+    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock,
+                 max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         self.order = order
+        self.max_pixels = max_pixels
         self.budget = budget
         self.clock = clock
         self.limit = READ_AHEAD_PER_WORKER * workers
@@ -714,7 +743,7 @@ class _Readers:
     def _read(self, job: Job) -> ImageData:
         t0 = time.perf_counter()
         try:
-            data = read_image_data(job.src, self.order)
+            data = read_image_data(job.src, self.order, self.max_pixels)
             _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
             return data
         finally:
@@ -794,7 +823,8 @@ class _Writers:
         try:
             pixels = fit_to_format(data.pixels, job.dst.suffix, job.src)
             written = write_image_atomic(job.dst, pixels, replace=go.replace, icc=data.icc, order=data.order,
-                                         png_compression=self.png_compression, scratch=True)
+                                         png_compression=self.png_compression, scratch=True,
+                                         gray_alpha=data.gray_alpha)
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
@@ -862,7 +892,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
-    readers = _Readers(workers, processor.order, budget, clock)
+    readers = _Readers(workers, processor.order, budget, clock, images.max_pixels)
     writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression)
     ahead: deque[_Ahead] = deque()
     in_flight: deque[_InFlight] = deque()
@@ -988,19 +1018,19 @@ def image_processor_for(engine: Engine) -> ImageProcessor:
 
 
 def upscale_image_file(job: Job, replace_output: bool, processor: ImageProcessor,
-                       png_compression: int | None = None,
-                       on_rows: RowsCallback | None = None) -> tuple[Outcome, int | None]:
+                       png_compression: int | None = None, on_rows: RowsCallback | None = None,
+                       max_pixels: int | None = None) -> tuple[Outcome, int | None]:
     """One image file, read, upscaled and published, one stage after another (a worker's share of
     a folder, srgpu.filetasks; run_batch overlaps the same stages over many files): its outcome
     and, when done, the size written. Per-file problems are a failed outcome, as in run_batch."""
     started = time.perf_counter()
     try:
-        data = read_image_data(job.src, processor.order)  # type: ignore[arg-type]
+        data = read_image_data(job.src, processor.order, max_pixels)  # type: ignore[arg-type]
         _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
         pixels = processor.submit(data.pixels, on_rows).wait()
         pixels = fit_to_format(pixels, job.dst.suffix, job.src)
         written = write_image_atomic(job.dst, pixels, replace=replace_output, icc=data.icc, order=data.order,
-                                     png_compression=png_compression, scratch=True)
+                                     png_compression=png_compression, scratch=True, gray_alpha=data.gray_alpha)
     except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
         return Outcome(job, "failed", str(e), time.perf_counter() - started), None
     except (ImageFileError, OSError, MemoryError) as e:
@@ -1041,7 +1071,7 @@ def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | N
     """The job's outcome if it cannot or need not run; else how it runs (its output folder made
     ready). ``looked``: the job's source and output as already looked at (else looked at here)."""
     if job.kind == "unsupported":
-        return Outcome(job, "failed", f"{job.src}: not an image or video file")
+        return Outcome(job, "failed", unsupported(job.src))
     if job.problem:
         return Outcome(job, "failed", job.problem)
     looked = looked or Looked.at(job)

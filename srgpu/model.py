@@ -317,6 +317,8 @@ def builtin_models() -> list[tuple[str, int, Path]]:
 
 def resolve_model(spec: str | None, scale: int) -> SRCNNModel:
     """``--model``: a built-in name (9-1-5, 9-5-5, 9-1-5-real, 9-5-5-real), an .npz or a .mat path."""
+    if spec is not None and not spec.strip():  # an empty --model "" is a mistake, never the default
+        raise ModelError(f"--model is empty: give {', '.join(BUILTIN_NAMES)}, an .npz or a .mat file")
     spec = spec or DEFAULT_ARCH
     if scale not in SUPPORTED_SCALES:
         raise ModelError(f"scale x{scale} is not supported; choose one of {', '.join(map(str, SUPPORTED_SCALES))}")

@@ -25,7 +25,7 @@ from .jpegstrips import MIN_STRIP_PIXELS
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _ADLER_BASE = 65521
-_COLOUR_TYPE = {1: 0, 3: 2, 4: 6}  # channels -> gray, RGB, RGBA
+_COLOUR_TYPE = {1: 0, 2: 4, 3: 2, 4: 6}  # channels -> gray, gray+alpha, RGB, RGBA
 SCRATCH_BYTES = 8 * 2**20  # rows filtered at once per strip (each core holds a few such blocks)
 SUB = 1  # the row filter: each byte less the same byte of the pixel to its left
 
@@ -71,17 +71,18 @@ def _chunk(kind: bytes, data: bytes) -> list[bytes]:
     return [struct.pack(">I", len(data)) + kind, data, struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))]
 
 
-def _strip(rows: np.ndarray, bgr: bool, last: bool) -> tuple[list[bytes], int, int]:
+def _strip(rows: np.ndarray, bgr: bool, last: bool, level: int | None = None) -> tuple[list[bytes], int, int]:
     """(the strip's IDAT chunk, its filtered bytes' Adler-32, their count), on a pool thread;
     ``bgr``: the colour channels are in OpenCV's order (swapped here, into PNG's). Filtered a block
     of rows at a time (the Sub filter looks along a row only), so that a strip's scratch memory is
     a block's, not the strip's: every core at once on a huge 16-bit output stays bounded."""
-    compressor = zlib.compressobj(1, zlib.DEFLATED, -15, 9, zlib.Z_RLE)
+    compressor = (zlib.compressobj(1, zlib.DEFLATED, -15, 9, zlib.Z_RLE) if level is None
+                  else zlib.compressobj(level, zlib.DEFLATED, -15, 9))
     deflated, adler, size = [], 1, 0
     step = max(1, SCRATCH_BYTES // max(1, rows[:1].nbytes))
     for r0 in range(0, rows.shape[0], step):
         block = rows[r0:r0 + step]
-        if bgr and block.ndim == 3:
+        if bgr and block.ndim == 3 and block.shape[2] in (3, 4):
             block = cv2.cvtColor(block, cv2.COLOR_BGRA2RGBA if block.shape[2] == 4 else cv2.COLOR_BGR2RGB)
         raw = filtered_rows(block).reshape(-1)
         deflated.append(compressor.compress(raw))
@@ -91,16 +92,18 @@ def _strip(rows: np.ndarray, bgr: bool, last: bool) -> tuple[list[bytes], int, i
 
 
 def encode_png(image: np.ndarray, icc: bytes | None = None, bgr: bool = False, threads: int | None = None,
-               strip_pixels: int = MIN_STRIP_PIXELS) -> list[bytes]:
-    """The PNG file of ``image`` (uint8/uint16, gray, RGB or RGBA; ``bgr``: BGR(A), OpenCV's order),
-    with ``icc`` as its iCCP chunk when given, in strips of at least ``strip_pixels`` on up to
-    ``threads`` threads (default: every core), as the pieces of the file."""
-    if image.dtype not in (np.uint8, np.uint16) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+               strip_pixels: int = MIN_STRIP_PIXELS, level: int | None = None) -> list[bytes]:
+    """The PNG file of ``image`` (uint8/uint16, gray, gray+alpha, RGB or RGBA; ``bgr``: BGR(A),
+    OpenCV's order), with ``icc`` as its iCCP chunk when given, in strips of at least
+    ``strip_pixels`` on up to ``threads`` threads (default: every core), as the pieces of the file;
+    ``level``: a zlib level (libpng's default strategy) instead of OpenCV's fast default setting.
+    (OpenCV cannot write gray+alpha at all: srgpu writes those files here, whatever their size.)"""
+    if image.dtype not in (np.uint8, np.uint16) or (image.ndim == 3 and image.shape[2] not in (2, 3, 4)):
         raise ValueError(f"no PNG layout for a {image.dtype} image of shape {image.shape}")
     h, w = image.shape[:2]
     channels = image.shape[2] if image.ndim == 3 else 1
     strips = strip_rows(h, w, threads or cpu_cores(), strip_pixels)
-    futures: list[Future] = [strip_pool().submit(_strip, image[r0:r1], bgr, i == len(strips) - 1)
+    futures: list[Future] = [strip_pool().submit(_strip, image[r0:r1], bgr, i == len(strips) - 1, level)
                              for i, (r0, r1) in enumerate(strips)]
     pieces = [_SIGNATURE, *_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8 * image.dtype.itemsize,
                                                       _COLOUR_TYPE[channels], 0, 0, 0))]

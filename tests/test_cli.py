@@ -80,7 +80,7 @@ def test_folder_with_a_corrupt_file(tmp_path, make_image, random_npz):
     assert "3 upscaled, 0 skipped (output exists), 1 failed" in r.stdout
     assert "1 of 4 files failed" in r.stderr.strip().splitlines()[-1]
     assert sorted(p.name for p in (tmp_path / "out").rglob("*.png")) == ["a.png", "b.png", "c.png"]
-    assert "img/s" in r.stderr  # the progress bar counts images per second
+    assert "srgpu: upscale: 4/4 images" in r.stderr  # the progress counts images (a rate once it means something)
     again = srgpu("upscale", src, "-o", tmp_path / "out", "--model", random_npz)
     assert "0 upscaled, 3 skipped (output exists), 1 failed" in again.stdout
 
@@ -115,6 +115,13 @@ def test_bad_model_files(image, tmp_path):
     one_error_line(r, "(this file: not a zip archive)")
     assert "pickle" not in r.stderr
     one_error_line(srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", "9-9-9"), "unknown model '9-9-9'")
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_model_is_an_error_not_the_default(image, tmp_path, empty):
+    r = srgpu("upscale", image, "-o", tmp_path / "o.png", "--model", empty, "-d", "cpu")
+    one_error_line(r, "--model is empty: give 9-1-5, ")
+    assert not (tmp_path / "o.png").exists()
 
 
 def test_device_cuda_without_gpu_fails_clearly(image, tmp_path, random_npz):
@@ -453,3 +460,45 @@ def test_a_file_that_appears_while_a_single_video_is_upscaled_is_one_error_line(
     r = srgpu("upscale", tiny_clip, "-o", out, "--model", random_npz, "--device", "cpu", "--crf", "35")
     one_error_line(r, "a file appeared there while srgpu was working")
     assert out.read_bytes() == b"someone else's video"
+
+
+def test_progress_shows_no_rate_for_files_skipped_at_once(tmp_path, random_npz):
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(3):
+        write_image_atomic(src / f"{i}.png", make_rgb(i))
+    first = srgpu("upscale", src, "-o", tmp_path / "out", "--model", random_npz, "-d", "cpu")
+    assert first.exit_code == 0
+    again = srgpu("upscale", src, "-o", tmp_path / "out", "--model", random_npz, "-d", "cpu")
+    assert again.exit_code == 0 and "0 upscaled, 3 skipped" in again.stdout
+    (line,) = [l for l in again.stderr.splitlines() if l.startswith("srgpu: upscale: ")]
+    assert line == "srgpu: upscale: 3/3 images"  # not thousands of images a second
+
+
+def test_progress_rate_is_this_runs_work_over_real_time(monkeypatch, capsys):
+    import srgpu.cli as cli
+
+    now = [100.0]
+    monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])
+    bar = cli._LogBar(10, "img", "upscale")
+    bar.initial += 2  # two skipped: counted, not in the rate
+    bar.update(2)
+    now[0] += 1.0
+    bar.update(1)  # one second in: too soon for a rate
+    now[0] += 11.0
+    bar.update(5)  # 12 s, 6 images of this run's work
+    bar.close()
+    quick = cli._LogBar(10, "img", "upscale")
+    quick.update(1)
+    now[0] += 0.001
+    quick.close()  # a file a millisecond is no rate to show
+    slow = cli._LogBar(3, "file", "upscale")
+    now[0] += 30.0
+    slow.update(1)  # a long video: 30 s a file, not "0.0 file/s"
+    assert capsys.readouterr().err.splitlines() == ["srgpu: upscale: 8/10 images, 0.5 img/s, ETA 0:04",
+                                                    "srgpu: upscale: 1/10 images",
+                                                    "srgpu: upscale: 1/3 files, 30 s/file, ETA 1:00"]
+
+
+def make_rgb(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (6, 5, 3), dtype=np.uint8)

@@ -1056,3 +1056,40 @@ def test_a_file_that_appears_during_a_video_is_kept_and_that_video_fails_in_one_
     assert "appeared" in result.failed[0].message and "\n" not in result.failed[0].message
     assert (out / "a.mkv").read_bytes() == b"someone else's file"
     assert names_in(out) == ["a.mkv", "b.mkv"]
+
+
+def gray_alpha_png(gray: np.ndarray, alpha: np.ndarray) -> bytes:
+    """A gray+alpha PNG (colour type 4) written by hand: OpenCV cannot write one."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+    h, w = gray.shape
+    samples = np.stack([gray, alpha], -1).astype(">u2" if gray.dtype == np.uint16 else np.uint8)
+    rows = b"".join(b"\0" + samples[r].tobytes() for r in range(h))
+    depth = 16 if gray.dtype == np.uint16 else 8
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, 4, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+@pytest.mark.parametrize("jobs", [None, 1])
+def test_gray_alpha_stays_gray_alpha(dtype, jobs, tmp_path, cpu_engine, make_image):
+    from srgpu.images import ImageOptions
+
+    src = tmp_path / "in"
+    src.mkdir()
+    gray, alpha = make_image((23, 31), dtype, seed=5), make_image((23, 31), dtype, seed=6)
+    (src / "la.png").write_bytes(gray_alpha_png(gray, alpha))
+    result = run_batch(plan_batch(src, tmp_path / "out"), cpu_engine, images=ImageOptions(jobs=jobs))
+    assert result.exit_code == 0
+    data = (tmp_path / "out" / "la.png").read_bytes()
+    assert data[24] == np.dtype(dtype).itemsize * 8 and data[25] == 4  # IHDR: same depth, gray+alpha
+    rgba = read_image(tmp_path / "out" / "la.png")  # OpenCV reads it as RGBA: R = G = B exactly
+    assert rgba.shape == (46, 62, 4) and rgba.dtype == dtype
+    assert (rgba[..., 0] == rgba[..., 1]).all() and (rgba[..., 2] == rgba[..., 1]).all()
+    made = upscale_image(read_image(src / "la.png"), cpu_engine)
+    np.testing.assert_array_equal(rgba[..., 3], made[..., 3])
+    assert np.abs(rgba[..., 1:2].astype(int) - made[..., :3].astype(int)).max() <= 1

@@ -76,7 +76,7 @@ def test_icc_profile_is_carried():
 
 def test_other_layouts_are_refused():
     with pytest.raises(ValueError):
-        pngstrips.encode_png(np.zeros((4, 4, 2), np.uint8))
+        pngstrips.encode_png(np.zeros((4, 4, 5), np.uint8))
     with pytest.raises(ValueError):
         pngstrips.encode_png(np.zeros((4, 4), np.float32))
 
@@ -107,3 +107,15 @@ def test_strips_in_blocks_of_rows(monkeypatch, dtype):
     blocks = b"".join(pngstrips.encode_png(image, bgr=True, threads=3, strip_pixels=1))
     assert blocks == whole
     assert np.array_equal(cv2.imdecode(np.frombuffer(blocks, np.uint8), cv2.IMREAD_UNCHANGED), image)
+
+
+@pytest.mark.parametrize("dtype,level", [(np.uint8, None), (np.uint16, 9)])
+def test_gray_alpha_is_written_as_gray_alpha(dtype, level):
+    """OpenCV cannot write gray+alpha (colour type 4): srgpu's encoder does, at any zlib level."""
+    import cv2
+
+    la = np.random.default_rng(3).integers(0, np.iinfo(dtype).max, (37, 29, 2), dtype=dtype)
+    data = b"".join(pngstrips.encode_png(la, threads=2, strip_pixels=100, level=level))
+    assert data[25] == 4
+    back = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)  # as BGRA, B = G = R
+    np.testing.assert_array_equal(back, la[..., [0, 0, 0, 1]])
