@@ -19,6 +19,7 @@ cannot report its frames while it runs).
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from typing import Any, Callable, Sequence
@@ -38,6 +39,41 @@ def _client_class() -> Any:
     return Client
 
 
+def check_address(address: str) -> str:
+    """``--cluster``'s value, stripped: EngineError (one line) for an empty one or one that names no
+    scheduler (distributed's own parser, where it is installed; else the connection says)."""
+    text = address.strip()
+    if not text:
+        raise EngineError("--cluster needs the Dask scheduler's address (tcp://HOST:8786), not an empty string")
+    try:
+        from distributed.comm.addressing import parse_address, parse_host_port
+    except ImportError:
+        return text
+    try:
+        scheme, location = parse_address(text)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as e:
+        raise EngineError(f"--cluster {address}: not a Dask scheduler's address ({e}); use tcp://HOST:8786") from None
+    return text
+
+
+def _silence_distributed() -> dict[str, bool]:
+    """Mute distributed's own log records (its tracebacks while it reconnects, closes, loses a
+    worker) for a command line run, which says what went wrong in its own one line: the loggers'
+    previous ``disabled`` flags, for _restore_logs."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in ("distributed", "tornado")]
+    before = {n: logging.getLogger(n).disabled for n in names}
+    for n in names:
+        logging.getLogger(n).disabled = True
+    return before
+
+
+def _restore_logs(before: dict[str, bool]) -> None:
+    for name, disabled in before.items():
+        logging.getLogger(name).disabled = disabled
+
+
 def run_task(task: Any, spec: EngineSpec) -> Any:
     """On a Dask worker: run one task with this thread's engine for ``spec`` (made on first use)."""
     from .manifest import weights_hash
@@ -55,17 +91,28 @@ def run_task(task: Any, spec: EngineSpec) -> Any:
 class DaskRunner:
     """Runs tasks on a Dask cluster: ``address`` (tcp://host:8786) or a distributed.Client.
     ``workers``: how many tasks the cluster runs at once (its GPUs where its workers have the GPU
-    resource, else its worker threads), for the chunk plan's cost model."""
+    resource, else its worker threads), for the chunk plan's cost model. ``quiet_logs``: mute
+    distributed's log records while the runner lives (the command line: one line of error only)."""
 
-    def __init__(self, address: Any, spec: EngineSpec, retries: int = 2, timeout: float | None = None) -> None:
+    def __init__(self, address: Any, spec: EngineSpec, retries: int = 2, timeout: float | None = None,
+                 quiet_logs: bool = False) -> None:
         client_class = _client_class()
         self._own = not isinstance(address, client_class)
+        self._logs = _silence_distributed() if quiet_logs else {}
         try:
+            if self._own:
+                address = check_address(address)
             # timeout None: Dask's own (distributed.comm.timeouts.connect, 30 s by default)
             self.client = (client_class(address, **({"timeout": timeout} if timeout else {})) if self._own
                            else address)
         except (OSError, TimeoutError) as e:
+            _restore_logs(self._logs)
             raise EngineError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+        except (EngineError, ValueError, TypeError) as e:
+            _restore_logs(self._logs)
+            raise EngineError(str(e) if isinstance(e, EngineError)
+                              else f"--cluster {address}: not a Dask scheduler's address ({e})") from None
+        self.address = address if self._own else getattr(self.client.scheduler, "address", "?")
         info = self.client.scheduler_info()
         workers = info.get("workers", {})
         if not workers:
@@ -103,6 +150,9 @@ class DaskRunner:
                 try:
                     result = future.result()
                 except Exception as e:  # noqa: BLE001 - the task's error, or the scheduler's KilledWorker
+                    if self._lost(e):  # every other task is lost with it: the whole run stops
+                        raise WorkerError(f"lost the connection to the Dask scheduler at {self.address}; "
+                                          "what was finished is kept for the next run") from None
                     if on_error is None:
                         raise WorkerError(_one_line(e)) from None
                     on_error(task_of[future.key], _one_line(e))
@@ -110,12 +160,24 @@ class DaskRunner:
                 on_frames(int(getattr(result, "frames", 0)))
                 on_result(result)
         except BaseException:
-            self.client.cancel(futures)
+            try:
+                self.client.cancel(futures)
+            except Exception:  # noqa: BLE001 - a client without its scheduler has nothing to cancel
+                pass
             raise
 
+    def _lost(self, e: BaseException) -> bool:
+        """Whether ``e`` says the client lost its scheduler (rather than one task failing)."""
+        return "scheduler-connection-lost" in str(e) or self.client.status not in ("running", "newly-created")
+
     def close(self) -> None:
-        if self._own:
-            self.client.close()
+        try:
+            if self._own:
+                self.client.close()
+        except Exception:  # noqa: BLE001 - a client whose scheduler is gone closes with an error
+            pass
+        finally:
+            _restore_logs(self._logs)
 
     def __enter__(self) -> "DaskRunner":
         return self

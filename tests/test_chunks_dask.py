@@ -150,3 +150,81 @@ def test_the_command_line_sends_chunks_to_the_cluster(tmp_path: Path, cluster, c
         result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(tmp_path / "x.mp4"), "--chunk-seconds",
                                           "0.3", "--cluster", "tcp://127.0.0.1:9", "--device", "cpu"])
     assert result.exit_code == 1 and "srgpu: error: cannot reach the Dask scheduler" in result.output, result.output
+
+
+# ---------------------------------------------------------------- --cluster's messages (issue 39, item 12)
+
+
+@pytest.mark.parametrize("address", ["garbage", "", "  ", "tcp://no-port"])
+def test_a_bad_cluster_address_is_one_line(tmp_path: Path, address: str, random_npz: Path) -> None:
+    """Not a traceback (garbage), not silently ignored (an empty string): one line, exit 1, nothing
+    written."""
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    src = make_clip(tmp_path / "src.mp4", frames=12, codec="libx264", out_args=("-g", "4"))
+    dst = tmp_path / "out.mkv"
+    result = CliRunner().invoke(app, ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device",
+                                      "cpu", "--chunk-seconds", "0.2", "--cluster", address])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("srgpu: error: --cluster") and "tcp://HOST:8786" in lines[0], lines[0]
+    assert not dst.exists() and not chunked.work_folder(dst).exists()
+
+
+def _cli_env() -> dict[str, str]:
+    """The environment of an srgpu or dask process: this checkout first, quick to give up on a lost
+    scheduler."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="3s")
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_is_one_line(tmp_path: Path, random_npz: Path) -> None:
+    """The scheduler killed mid-run: srgpu's one line on stderr, none of distributed's log records or
+    tracebacks, exit 1, and the chunks made so far kept for the next run."""
+    import subprocess
+    import sys
+
+    src = make_clip(tmp_path / "src.mp4", frames=96, size="96x64", codec="libx264", out_args=("-g", "6"))
+    dst = tmp_path / "out.mkv"
+    port, env = _free_port(), _cli_env()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port",
+                                  str(port), "--dashboard-address", ":0"], env=env, cwd=tmp_path,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--no-dashboard"], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+        run = subprocess.Popen([sys.executable, "-m", "srgpu", "upscale", str(src), "-o", str(dst), "--model",
+                                str(random_npz), "--device", "cpu", "--chunk-seconds", "0.25", "--cluster", address,
+                                "--quiet"], env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        first = chunked.chunk_path(chunked.work_folder(dst), 0)
+        deadline = time.monotonic() + 120
+        while not first.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        scheduler.kill()
+        out, err = run.communicate(timeout=120)
+    finally:
+        for p in (scheduler, worker):
+            p.kill()
+            p.wait(30)
+    assert run.returncode == 1, (out, err)
+    assert err.splitlines() == [f"srgpu: error: lost the connection to the Dask scheduler at {address}; what was "
+                                "finished is kept for the next run"], err
+    assert first.exists() and not dst.exists()
