@@ -186,9 +186,12 @@ class DaskRunner:
         self.close()
 
 
+_OWN_ERRORS = ("VideoError", "EngineError", "ChunkMismatch", "DamagedChunk", "SourceMismatch")  # their text says it all
+
+
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     name = type(e).__name__
     if name == "KilledWorker":
         return f"the task's worker died too many times: {text}"
-    return text if name in ("VideoError", "EngineError", "ChunkMismatch", "DamagedChunk") else f"{name}: {text}"
+    return text if name in _OWN_ERRORS else f"{name}: {text}"

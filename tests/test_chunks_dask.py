@@ -228,3 +228,76 @@ def test_a_lost_scheduler_is_one_line(tmp_path: Path, random_npz: Path) -> None:
     assert err.splitlines() == [f"srgpu: error: lost the connection to the Dask scheduler at {address}; what was "
                                 "finished is kept for the next run"], err
     assert first.exists() and not dst.exists()
+
+
+# ---------------------------------------------------------------- the workers' files (issue 39, item 2)
+
+
+def _same_timing_clips(folder: Path) -> tuple[Path, Path]:
+    """Two clips with the same frame timing and keyframes, but other pictures."""
+    folder.mkdir(parents=True, exist_ok=True)
+    args = dict(frames=24, size="64x48", codec="libx264", out_args=("-preset", "medium", "-x264-params",
+                                                                      X264_GOP.format(k=6)))
+    one = make_clip(folder / "one.mp4", **args)  # type: ignore[arg-type]
+    other = make_clip(folder / "other.mp4", vf="negate,hflip", **args)  # type: ignore[arg-type]
+    return one, other
+
+
+@pytest.mark.parametrize("output", ["absolute", "relative"])
+def test_a_relative_input_on_the_cluster_is_the_coordinators_file(tmp_path: Path, cluster, random_npz: Path,  # type: ignore[no-untyped-def]
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   output: str) -> None:
+    """``cd here && srgpu upscale clip.mp4 --cluster``: the workers (whose working directory holds
+    another clip.mp4 with the same timing) upscale this directory's clip.mp4, into this directory."""
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    one, other = _same_timing_clips(tmp_path / "clips")
+    here.mkdir(), there.mkdir()
+    os.link(one, here / "clip.mp4")
+    os.link(other, there / "clip.mp4")
+    reference = tmp_path / "reference.mkv"
+    cj = chunked.plan_chunked(one, reference, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 3
+    with SPEC.create() as engine:
+        chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
+
+    before = cluster.run(os.getcwd)
+    cluster.run(os.chdir, str(there))
+    monkeypatch.chdir(here)
+    dst = "out.mkv" if output == "relative" else str(here / "out.mkv")
+    try:
+        result = CliRunner().invoke(app, ["upscale", "clip.mp4", "-o", dst, "--model", str(random_npz), "--device",
+                                          "cpu", "--chunk-seconds", "0.2", "--cluster", cluster.scheduler.address,
+                                          "--preset", "medium", "--encoder-arg=-threads", "--encoder-arg=2"])
+    finally:
+        for worker, cwd in before.items():
+            cluster.run(os.chdir, cwd, workers=[worker])
+    assert result.exit_code == 0, result.output
+    assert content(here / "out.mkv") == content(reference)
+    assert sorted(p.name for p in there.iterdir()) == ["clip.mp4"]
+
+
+def test_a_worker_that_finds_another_file_fails_naming_both(tmp_path: Path, cluster) -> None:  # type: ignore[no-untyped-def]
+    """The source's path leads a worker to another file than the coordinator's (here: the link
+    moved after planning, as a node whose mount or copy differs): that chunk fails before it decodes
+    a frame, in one line naming the coordinator's file and the worker's, and nothing is published."""
+    from srgpu.cluster import DaskRunner
+    from srgpu.workers import WorkerError
+
+    one, other = _same_timing_clips(tmp_path / "clips")
+    src, dst = tmp_path / "clip.mp4", tmp_path / "out.mkv"
+    src.symlink_to(one)
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+    assert not isinstance(cj, str)
+    src.unlink()
+    src.symlink_to(other)
+    with pytest.raises((WorkerError, chunked.VideoError)) as caught:
+        chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message, message
+    assert f"opened {other}, which is not the file the coordinator planned from ({one})" in message, message
+    assert not dst.exists()
+    assert not list(chunked.work_folder(dst).glob("chunk-*.mkv"))
