@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Any, Callable, Sequence
 
@@ -74,18 +75,56 @@ def _restore_logs(before: dict[str, bool]) -> None:
         logging.getLogger(name).disabled = disabled
 
 
-def run_task(task: Any, spec: EngineSpec) -> Any:
-    """On a Dask worker: run one task with this thread's engine for ``spec`` (made on first use)."""
+# per worker process: the runs whose coordinator stopped them (a failure, Ctrl-C), and how many
+# tasks of each run its threads are running, so that the coordinator can wait for them to end
+_stopped: set[str] = set()
+_running: dict[str, int] = {}
+_state = threading.Lock()
+
+
+class Stopped(Exception):
+    """The task's run was stopped by its coordinator: the task ends without publishing anything."""
+
+
+def run_task(task: Any, spec: EngineSpec, run: str = "") -> Any:
+    """On a Dask worker: run one task with this thread's engine for ``spec`` (made on first use);
+    it ends at its next frame once its ``run`` is stopped (stop_run)."""
     from .manifest import weights_hash
 
-    engines = getattr(_local, "engines", None)
-    if engines is None:
-        engines = _local.engines = {}
-    key = (spec.scale, spec.device, spec.precision, weights_hash(spec.model.arrays()))
-    engine = engines.get(key)
-    if engine is None:
-        engine = engines[key] = spec.create()
-    return task.execute(engine, None)
+    def check(n: int = 0) -> None:
+        if run in _stopped:
+            raise Stopped(f"run {run} stopped by its coordinator")
+
+    with _state:  # under the lock stop_run takes: it counts this task, or this task sees the stop
+        check()
+        _running[run] = _running.get(run, 0) + 1
+    try:
+        engines = getattr(_local, "engines", None)
+        if engines is None:
+            engines = _local.engines = {}
+        key = (spec.scale, spec.device, spec.precision, weights_hash(spec.model.arrays()))
+        engine = engines.get(key)
+        if engine is None:
+            engine = engines[key] = spec.create()
+        return task.execute(engine, check)
+    finally:
+        with _state:
+            _running[run] -= 1
+            if not _running[run]:
+                del _running[run]
+
+
+def stop_run(run: str) -> int:
+    """On a Dask worker (Client.run): stop ``run``'s tasks; how many of them are still running."""
+    with _state:
+        _stopped.add(run)
+        return _running.get(run, 0)
+
+
+def running(run: str) -> int:
+    """On a Dask worker (Client.run): how many of ``run``'s tasks are still running."""
+    with _state:
+        return _running.get(run, 0)
 
 
 class DaskRunner:
@@ -141,12 +180,16 @@ class DaskRunner:
         resources = {"GPU": 1} if self.gpu else None
         for task in tasks if on_start is not None else ():
             on_start(task)  # type: ignore[misc]
-        futures = [self.client.submit(run_task, task, spec, key=f"srgpu-{run}-{i}", resources=resources,
+        futures = [self.client.submit(run_task, task, spec, run, key=f"srgpu-{run}-{i}", resources=resources,
                                       retries=self.retries, pure=False)
                    for i, task in enumerate(tasks)]
         task_of = {f.key: t for f, t in zip(futures, tasks)}
+        pending = {f.key: f for f in futures}
+        del futures  # a finished task's future is let go (below): its result is on disk and here, and
+        # a result the cluster still held would be recomputed when the worker holding it is lost
         try:
-            for future in as_completed(futures):
+            for future in as_completed(list(pending.values())):
+                pending.pop(future.key, None)
                 try:
                     result = future.result()
                 except Exception as e:  # noqa: BLE001 - the task's error, or the scheduler's KilledWorker
@@ -157,14 +200,26 @@ class DaskRunner:
                         raise WorkerError(_one_line(e)) from None
                     on_error(task_of[future.key], _one_line(e))
                     continue
+                finally:
+                    future.release()
                 on_frames(int(getattr(result, "frames", 0)))
                 on_result(result)
         except BaseException:
-            try:
-                self.client.cancel(futures)
-            except Exception:  # noqa: BLE001 - a client without its scheduler has nothing to cancel
-                pass
+            self._stop(run, list(pending.values()))
             raise
+
+    def _stop(self, run: str, futures: list[Any], wait: float = 60.0) -> None:
+        """Cancel ``futures`` and end the run's tasks already running (at their next frame), then
+        wait until none runs (at most ``wait`` seconds): no task of a run writes after srgpu exits."""
+        try:
+            self.client.cancel(futures)
+            deadline = time.monotonic() + wait
+            left = self.client.run(stop_run, run)
+            while any(left.values()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = self.client.run(running, run)
+        except Exception:  # noqa: BLE001 - a client without its scheduler can neither cancel nor ask
+            pass
 
     def _lost(self, e: BaseException) -> bool:
         """Whether ``e`` says the client lost its scheduler (rather than one task failing)."""

@@ -301,3 +301,122 @@ def test_a_worker_that_finds_another_file_fails_naming_both(tmp_path: Path, clus
     assert f"opened {other}, which is not the file the coordinator planned from ({one})" in message, message
     assert not dst.exists()
     assert not list(chunked.work_folder(dst).glob("chunk-*.mkv"))
+
+
+# ---------------------------------------------------------------- a lost worker, a stopped run (issue 39, item 5)
+
+
+class _Watch:
+    """Watches a work folder while a run makes it: every name a chunk file ever had and the files
+    (inode) it named; a name that comes to name another file is a verified chunk rewritten."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.seen: dict[str, int] = {}
+        self.rewritten: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.01):
+            self.look()
+
+    def look(self) -> None:
+        for p in self.work.glob("chunk-*.mkv") if self.work.is_dir() else ():
+            try:
+                inode = p.stat().st_ino
+            except OSError:
+                continue
+            if self.seen.setdefault(p.name, inode) != inode:
+                self.rewritten.add(p.name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _snapshot(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(folder)), p.stat().st_ino, p.stat().st_size) for p in folder.rglob("*")
+                  if p.is_file())
+
+
+def _ours(cluster) -> int:  # type: ignore[no-untyped-def]
+    """srgpu's tasks the scheduler knows of (processing, or held in a worker's memory)."""
+    keys = [k for ks in cluster.processing().values() for k in ks]
+    keys += [k for ks in cluster.has_what().values() for k in ks]
+    return sum(1 for k in keys if str(k).startswith("srgpu-"))
+
+
+def test_a_lost_worker_costs_only_the_chunk_it_was_making(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
+    """A worker killed (SIGKILL) after it made chunks, while it makes another: no verified chunk is
+    made again or rewritten, the output is the reference, and no task is left once srgpu is done."""
+    from srgpu.cluster import DaskRunner
+
+    src, reference = clip_and_reference
+    cluster.wait_for_workers(2, timeout=60)
+    runner = DaskRunner(cluster, SPEC)
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 4
+    watch = _Watch(cj.work)
+    killed: list[int] = []
+
+    def kill_a_busy_worker_with_results() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            done = len(watch.seen)
+            busy = [w for w, keys in cluster.processing().items() if keys]
+            holding = {w for w, keys in cluster.has_what().items() if keys}
+            if done >= 2 and busy:
+                victim = next((w for w in busy if w in holding), busy[0])
+                for pid in cluster.run(os.getpid, workers=[victim]).values():
+                    killed.append(pid)
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_a_busy_worker_with_results)
+    killer.start()
+    try:
+        result = chunked.upscale_chunked(cj, runner, encoder_threads=2)
+    finally:
+        killer.join()
+        watch.stop()
+    assert killed and result.frames == 48
+    assert not watch.rewritten, f"verified chunks rewritten: {sorted(watch.rewritten)}"
+    assert content(dst) == content(reference)
+    assert _ours(cluster) == 0  # nothing computed again behind the coordinator's back
+    time.sleep(1.0)
+    assert _ours(cluster) == 0 and not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+    cluster.wait_for_workers(2, timeout=60)
+
+
+def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
+    """A run stopped (Ctrl-C) while the cluster makes its chunks: once upscale_chunked has raised,
+    every task is cancelled or ended (nothing more is written), and a rerun resumes to the
+    reference."""
+    from srgpu.cluster import DaskRunner
+
+    src, reference = clip_and_reference
+    cluster.wait_for_workers(2, timeout=60)
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 4
+
+    class Interrupt:
+        def begin(self, *args: int) -> None: ...
+        def frames(self, n: int) -> None: ...
+        def joining(self) -> None: ...
+
+        def chunk_done(self, done: int, total: int) -> None:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), progress=Interrupt(), encoder_threads=2)
+    at_exit = _snapshot(tmp_path)
+    time.sleep(2.0)
+    assert _snapshot(tmp_path) == at_exit and leftovers(cj.work) == []
+    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
+    assert content(dst) == content(reference)
