@@ -9,12 +9,20 @@ any worker has one, every chunk asks for one (``resources={"GPU": 1}``), so a GP
 of each of its workers at a time. Each worker process makes its engine once (on the GPU it sees
 first, else the CPU) and keeps it for the tasks that follow.
 
+Paths are absolute (srgpu.video.chunked.plan_chunked; the command line for a folder's files): a
+worker's own working directory never decides which file it opens; a chunk's worker checks that
+the source it finds is the coordinator's before it decodes a frame (chunked.check_source).
+
 A worker lost while it makes a chunk (killed, its machine gone) is the scheduler's business: it
 gives the task to another worker (up to the scheduler's ``allowed-failures``), and a task that
 raises is retried ``retries`` times. Nothing half-made counts: a chunk file gets its name only
 once it is verified, and the join checks every chunk's hash (srgpu.video.chunked); a file of a
-folder gets its name only once whole (srgpu.filetasks). Progress is counted as tasks finish (a task
-cannot report its frames while it runs).
+folder gets its name only once whole (srgpu.filetasks). A finished task's future is let go as soon
+as its result is here (the result that matters is on disk), so the scheduler never recomputes it
+when the worker that held it is lost; a task run again anyway finds its chunk verified and returns
+it without work. When a run stops (a failure, Ctrl-C), its tasks are cancelled, the running ones
+end at their next frame, and ``run`` returns only once none runs. Progress is counted as tasks
+finish (a task cannot report its frames while it runs).
 """
 
 from __future__ import annotations
