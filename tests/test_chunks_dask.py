@@ -420,3 +420,40 @@ def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_refe
     assert not isinstance(cj, str)
     chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
     assert content(dst) == content(reference)
+
+
+def test_a_relative_folder_on_the_cluster_is_the_coordinators(tmp_path: Path, cluster, random_npz: Path,  # type: ignore[no-untyped-def]
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cd here && srgpu upscale frames -o out --cluster``: a folder's files too are this
+    directory's, not those of the same names in the workers' directory."""
+    import cv2
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+
+    here, there = tmp_path / "here", tmp_path / "there"
+    rng = np.random.default_rng(3)
+    for folder in (here, there):
+        (folder / "frames").mkdir(parents=True)
+    for name in ("a.png", "b.png"):
+        pixels = rng.integers(0, 256, (24, 32, 3), dtype=np.uint8)
+        cv2.imwrite(str(here / "frames" / name), pixels)
+        cv2.imwrite(str(there / "frames" / name), 255 - pixels)
+    common = ["--model", str(random_npz), "--device", "cpu", "--quiet"]
+    result = CliRunner().invoke(app, ["upscale", str(here / "frames"), "-o", str(tmp_path / "reference"), *common])
+    assert result.exit_code == 0, result.output
+
+    before = cluster.run(os.getcwd)
+    cluster.run(os.chdir, str(there))
+    monkeypatch.chdir(here)
+    try:
+        result = CliRunner().invoke(app, ["upscale", "frames", "-o", "out", "--cluster", cluster.scheduler.address,
+                                          *common])
+    finally:
+        for worker, cwd in before.items():
+            cluster.run(os.chdir, cwd, workers=[worker])
+    assert result.exit_code == 0, result.output
+    for name in ("a.png", "b.png"):
+        assert np.array_equal(cv2.imread(str(here / "out" / name)), cv2.imread(str(tmp_path / "reference" / name)))
+    assert sorted(p.name for p in there.iterdir()) == ["frames"]
