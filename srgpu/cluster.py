@@ -67,20 +67,30 @@ def check_address(address: str) -> str:
     return text
 
 
-def _silence_distributed() -> dict[str, bool]:
-    """Mute distributed's own log records (its tracebacks while it reconnects, closes, loses a
-    worker) for a command line run, which says what went wrong in its own one line: the loggers'
-    previous ``disabled`` flags, for _restore_logs."""
-    names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in ("distributed", "tornado")]
-    before = {n: logging.getLogger(n).disabled for n in names}
-    for n in names:
-        logging.getLogger(n).disabled = True
-    return before
+class _MutedLogs:
+    """distributed's own log records muted (its tracebacks while it reconnects, closes, loses a
+    worker) for a command line run, which says what went wrong in its own one line: its loggers
+    disabled, and its handlers dropping the records of loggers made later."""
+
+    def __init__(self) -> None:
+        names = [n for n in list(logging.root.manager.loggerDict) if n.split(".")[0] in ("distributed", "tornado")]
+        self._disabled = {n: logging.getLogger(n).disabled for n in names}
+        self._handlers = [h for n in ("distributed", "tornado") for h in logging.getLogger(n).handlers]
+        for n in names:
+            logging.getLogger(n).disabled = True
+        for h in self._handlers:
+            h.addFilter(_drop)
+
+    def restore(self) -> None:
+        for name, disabled in self._disabled.items():
+            logging.getLogger(name).disabled = disabled
+        for h in self._handlers:
+            h.removeFilter(_drop)
+        self._disabled, self._handlers = {}, []
 
 
-def _restore_logs(before: dict[str, bool]) -> None:
-    for name, disabled in before.items():
-        logging.getLogger(name).disabled = disabled
+def _drop(record: logging.LogRecord) -> bool:
+    return False
 
 
 # per worker process: the runs whose coordinator stopped them (a failure, Ctrl-C), and how many
@@ -145,7 +155,7 @@ class DaskRunner:
                  quiet_logs: bool = False) -> None:
         client_class = _client_class()
         self._own = not isinstance(address, client_class)
-        self._logs = _silence_distributed() if quiet_logs else {}
+        self._logs = _MutedLogs() if quiet_logs else None
         try:
             if self._own:
                 address = check_address(address)
@@ -153,10 +163,10 @@ class DaskRunner:
             self.client = (client_class(address, **({"timeout": timeout} if timeout else {})) if self._own
                            else address)
         except (OSError, TimeoutError) as e:
-            _restore_logs(self._logs)
+            self._restore_logs()
             raise EngineError(f"cannot reach the Dask scheduler at {address}: {e}") from None
         except (EngineError, ValueError, TypeError) as e:
-            _restore_logs(self._logs)
+            self._restore_logs()
             raise EngineError(str(e) if isinstance(e, EngineError)
                               else f"--cluster {address}: not a Dask scheduler's address ({e})") from None
         self.address = address if self._own else getattr(self.client.scheduler, "address", "?")
@@ -240,7 +250,11 @@ class DaskRunner:
         except Exception:  # noqa: BLE001 - a client whose scheduler is gone closes with an error
             pass
         finally:
-            _restore_logs(self._logs)
+            self._restore_logs()
+
+    def _restore_logs(self) -> None:
+        if self._logs is not None:
+            self._logs.restore()
 
     def __enter__(self) -> "DaskRunner":
         return self
