@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import signal
 import subprocess
@@ -351,6 +352,12 @@ def upscale(
     with _reported():
         image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
                                      max_pixels=_max_pixels(max_megapixels))
+        if cluster is not None:
+            from .cluster import check_address
+
+            cluster = check_address(cluster)
+            # a task names files, and a cluster's worker opens them from its own working directory
+            input, output = _absolute(input), _absolute(output)
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
@@ -383,6 +390,11 @@ def upscale(
         _report_batch(result, quiet)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` made absolute against this directory, symlinks kept (what the user named)."""
+    return Path(os.path.abspath(path))
 
 
 class _ChunkBar:
@@ -446,7 +458,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     if cluster:
         from .cluster import DaskRunner
 
-        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
+        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
     else:
         from .video.api import video_codec
@@ -550,7 +562,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
     if cluster:
         from .cluster import DaskRunner
 
-        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec)
+        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
     else:
         wplan = plan_workers(device, gpus, workers, encoder=_folder_encoder(plan, video))

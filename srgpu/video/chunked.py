@@ -38,6 +38,7 @@ import mmap
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -68,6 +69,10 @@ class ChunkMismatch(VideoError):
     """A chunk's decoded or encoded frames are not the source's frames of that stretch."""
 
 
+class SourceMismatch(VideoError):
+    """The file a worker opened under the source's path is not the one the coordinator planned from."""
+
+
 class DamagedChunk(VideoError):
     """A chunk file on disk is no longer the one its certificate describes."""
 
@@ -94,6 +99,7 @@ class ChunkTask:
     frame_duration: int = 1  # ticks: the source's typical frame duration, what every chunk's encoder is told
     nvdec: str | None = None  # the NVDEC decoder (h264_cuvid, ...) that decodes it on a GPU engine's device
     durations: tuple[int, ...] = ()  # the source's durations of its frames (NVDEC reports none)
+    source: Mapping[str, Any] | None = None  # the coordinator's fingerprint of the source (ChunkedJob.fingerprint)
 
     @property
     def certificate(self) -> Path:
@@ -152,7 +158,13 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     """Decode the chunk's frames, upscale and encode them into the chunk's file, check them, write
     the certificate, then give the file its name. Where seeking does not give exactly the
     chunk's frames (an unusual file), the chunk is decoded again from the start of the file.
-    VideoError if it cannot be made."""
+    VideoError if it cannot be made; SourceMismatch, before any frame is decoded, where the file
+    under the source's path here is not the coordinator's. A chunk already verified on disk (made
+    by a run or a worker before) is returned as it is: a verified chunk is never rewritten."""
+    found, _ = check_chunk(task)
+    if found is not None:
+        return found
+    check_source(task)
     sent = [0]
 
     def counted(n: int, total: int | None = None) -> None:
@@ -184,6 +196,44 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     except OSError as e:  # the work folder: full, gone, not writable
         raise VideoError(f"{task.job.src}: chunk {task.chunk.index}: {e.strerror or e} "
                          f"({e.filename or task.path.parent})") from None
+
+
+# the packet-timing digests this process found, by the file's identity: a worker scans a source once
+_source_digests: dict[tuple[Any, ...], str] = {}
+
+
+def check_source(task: ChunkTask) -> None:
+    """SourceMismatch (one line naming both files) where the file this worker finds at the source's
+    path differs from the coordinator's (task.source): size, modification time (within a second: a
+    shared filesystem may keep coarser times) or the digest of its video packets' timing."""
+    want, src = task.source, task.job.src
+    if not want:
+        return
+    where = f"the worker on {socket.gethostname()}"
+    try:
+        st = src.stat()
+    except OSError as e:
+        raise SourceMismatch(f"{src}: chunk {task.chunk.index}: {where} cannot open it ({e.strerror}); the "
+                             f"coordinator read {want.get('path')}") from None
+    here = os.path.realpath(src)
+    key = (here, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    why = []
+    if st.st_size != want.get("size"):
+        why.append(f"{st.st_size} bytes, not {want.get('size')}")
+    if abs(st.st_mtime_ns - int(want.get("mtime_ns") or 0)) >= 1_000_000_000:
+        why.append(f"modified at {_when(st.st_mtime_ns)}, not {_when(int(want.get('mtime_ns') or 0))}")
+    if not why and key not in _source_digests:
+        found = chunking.scan(src, task.job.stream.index)
+        _source_digests[key] = found.digest if isinstance(found, SourceScan) else ""
+    if not why and _source_digests[key] != want.get("digest"):
+        why.append("its video packets' timing differs")
+    if why:
+        raise SourceMismatch(f"{src}: chunk {task.chunk.index}: {where} opened {here}, which is not the file the "
+                             f"coordinator planned from ({want.get('path')}): {', '.join(why)}")
+
+
+def _when(ns: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ns / 1e9)) + f".{ns % 1_000_000_000:09d}"
 
 
 def nvdec_options(stream_index: int, gpu: int) -> tuple[str, ...]:
@@ -235,6 +285,9 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
                              time.perf_counter() - started, reader.concealed,
                              from_start and chunk.seek_us is not None, nvdec)
+        again, _ = check_chunk(task)  # the same task run twice at once (a worker presumed lost): the first stays
+        if again is not None:
+            return again
         write_json(task.certificate, result.as_json(task.key), durable=True)
         _fsync(tmp)
         outputs.publish(tmp, task.path, replace=True)
@@ -351,7 +404,7 @@ class ChunkedJob:
         expected = self.scan.pts[chunk.first:chunk.last]
         return ChunkTask(self.job, chunk, expected, self.scan.time_base, chunk_path(self.work, chunk.index),
                          self.key, encoder_threads, self.scan.typical_duration(), self.nvdec,
-                         self.scan.durations[chunk.first:chunk.last])
+                         self.scan.durations[chunk.first:chunk.last], self.fingerprint)
 
 
 def work_folder(dst: Path) -> Path:
@@ -385,7 +438,9 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     every chunk's frames are then the source's own, each timestamp checked, else that chunk is
     decoded on the CPU."""
     notes: list[str] = []
-    _forget_finished(Path(dst))
+    # absolute: a task names files, and a worker (a Dask worker) opens them from its own directory
+    src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))
+    _forget_finished(dst)
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
@@ -398,6 +453,7 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
                    "digest": scan.digest}
+    _source_digests[(str(job.src.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)] = scan.digest
     work = work_folder(job.dst)
     existing = read_json(work / "job.json", JOB_FORMAT, VERSION) if work.is_dir() else None
     planned = None
