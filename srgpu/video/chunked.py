@@ -355,8 +355,9 @@ class ChunkedJob:
 
 
 def work_folder(dst: Path) -> Path:
-    """The hidden work folder of output ``dst``: beside it, named after it."""
-    return dst.parent / f".{dst.name}{WORK_SUFFIX}"
+    """The hidden work folder of output ``dst``: beside it, named after it (shortened where the
+    name is near the file system's limit, srgpu.outputs.fitting_name)."""
+    return dst.parent / f".{outputs.fitting_name(dst.name, 1 + len(WORK_SUFFIX), dst.parent)}{WORK_SUFFIX}"
 
 
 def chunk_path(work: Path, index: int) -> Path:
