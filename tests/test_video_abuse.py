@@ -87,3 +87,68 @@ def test_a_chunked_video_with_the_longest_name(tmp_path: Path, engine: BicubicEn
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert result.frames == 12 and dst.is_file()
     assert os.listdir(dst.parent) == [JAPANESE]
+
+
+# ---------------------------------------------------------------- 12: messages
+
+
+def _encoder_pid() -> int | None:
+    """The encoder ffmpeg of this test process: the child reading srgpu's Matroska pipe."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if f" {os.getpid()} " not in (p / "stat").read_text().split(")", 1)[1][:40]:
+                continue
+            args = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pipe:0" in args and b"-c:0" in args:
+            return int(p.name)
+    return None
+
+
+def test_a_killed_encoder_is_named_with_its_signal(tmp_path: Path, engine: BicubicEngine) -> None:
+    import signal
+
+    from srgpu.video.errors import VideoError
+
+    src = make_clip(tmp_path / "src.mkv", frames=40)
+    dst = tmp_path / "out.mkv"
+    killed = []
+
+    def progress(n: int, total: int | None) -> None:
+        if not killed:
+            pid = _encoder_pid()
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+
+    with pytest.raises(VideoError) as e:
+        upscale_video(src, dst, engine, FAST, progress=progress)
+    assert killed
+    assert "ffmpeg (encoder) was killed by SIGKILL" in str(e.value) and "printed nothing" not in str(e.value)
+    assert "\n" not in str(e.value) and not dst.exists() and leftovers(tmp_path) == []
+
+
+def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: BicubicEngine) -> None:
+    """The source is gone when the chunks are joined (its audio comes from it): the message says
+    which join failed, for which output; the chunks stay for the next run."""
+    from srgpu.video.errors import VideoError
+
+    src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
+                    out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
+    dst = tmp_path / "out.mkv"
+    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, FAST, chunk_seconds=0.16)
+    assert not isinstance(cj, str), cj
+
+    class SourceGone(InProcess):
+        def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+            super().run(tasks, on_frames, on_result)
+            src.rename(tmp_path / "moved.mkv")
+
+    with pytest.raises(VideoError) as e:
+        chunked.upscale_chunked(cj, SourceGone(engine))
+    message = str(e.value)
+    assert message.startswith(f"{src}: joining its chunks into {dst}: the join failed") and "\n" not in message
+    assert not dst.exists() and cj.work.is_dir()

@@ -669,6 +669,8 @@ def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:
 
 
 class _Joiner(ffmpeg.Child):
+    role = "join"
+
     def run(self, cmd: list[str], what: str) -> subprocess.Popen:
         return self._launch(cmd, what, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
@@ -698,11 +700,11 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
             stdin.close()
         except (BrokenPipeError, OSError):
             rc = proc.wait()
-            raise _join_failure(joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
+            raise _join_failure(cj, joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
         rc = proc.wait()
         joiner._log.join()  # type: ignore[union-attr]
         if rc != 0:
-            raise _join_failure(joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
+            raise _join_failure(cj, joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
         last = float(all_pts[-1] * tb)
         check_complete(job, len(all_pts), last)
         frames = verify.check_frames(job.plan.tmp, job.plan.video_index, all_pts, tb)
@@ -717,10 +719,11 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
             job.plan.tmp.unlink(missing_ok=True)
 
 
-def _join_failure(joiner: _Joiner, what: str) -> VideoError:
-    log = joiner._log
-    detail = (log.first_error or log.summary()) if log is not None else ""
-    return VideoError(f"{what}: {detail}" if detail else what)
+def _join_failure(cj: ChunkedJob, joiner: _Joiner, what: str) -> VideoError:
+    """One line naming the source and the output the join was writing, then ffmpeg's words."""
+    detail = joiner.detail()
+    head = f"{cj.job.src}: joining its chunks into {cj.job.dst}: {what}"
+    return VideoError(f"{head}: {detail}" if detail else head)
 
 
 def _send_chunk(cj: ChunkedJob, result: ChunkResult, out: Any, first: mkv.CodedTrack | None, origin: int,

@@ -125,6 +125,8 @@ def _num(x: float) -> str:
 class Writer(ffmpeg.Child):
     """Feeds frames to the encoder; started on the first frame, when the time base is known."""
 
+    role = "encoder"
+
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
         self.frames_written = 0
@@ -210,9 +212,7 @@ class Writer(ffmpeg.Child):
                 pass
         if self._log is not None:
             self._log.join(2.0)
-            detail = self._log.first_error or self._log.summary()
-        else:
-            detail = ""
+        detail = self.detail()
         return VideoError(f"{self.plan.src}: {what} after {self.frames_written} frames: {detail}")
 
     def _started(self, proc: subprocess.Popen) -> None:
