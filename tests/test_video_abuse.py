@@ -152,3 +152,34 @@ def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: B
     message = str(e.value)
     assert message.startswith(f"{src}: joining its chunks into {dst}: the join failed") and "\n" not in message
     assert not dst.exists() and cj.work.is_dir()
+
+
+# ---------------------------------------------------------------- 6: a chunked .mkv's frame rate
+
+
+def _rate_and_durations(path: Path) -> tuple[str, list]:
+    from test_video import packets, stream_lines
+
+    rate = re.search(r", ([\d.]+) fps, ([\d.]+) tbr", stream_lines(path, "Video")[0])
+    assert rate is not None
+    return rate.group(0), sorted((p[0], p[1]) for p in packets(path, "v:0"))
+
+
+@pytest.mark.parametrize("rate", ["24000/1001", "24"])
+def test_a_chunked_mkv_has_the_single_pipelines_rate_and_durations(tmp_path: Path, engine: BicubicEngine,
+                                                                   rate: str) -> None:
+    """The header's frame rate (24.42 fps before) and every frame's time and duration (40 ms
+    before) are the single pipeline's."""
+    src = tmp_path / "src.mkv"
+    from test_video import ff
+
+    ff("-f", "lavfi", "-i", f"testsrc2=size=64x48:rate={rate}", "-frames:v", "16", "-c:v", "libx264",
+       "-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0", str(src))
+    single, parts = tmp_path / "single.mkv", tmp_path / "chunked.mkv"
+    upscale_video(src, single, engine, FAST)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, FAST, chunk_seconds=0.17)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 3
+    chunked.upscale_chunked(cj, InProcess(engine))
+    want = _rate_and_durations(single)
+    assert want[0] == (", 23.98 fps, 23.98 tbr" if rate != "24" else ", 24 fps, 24 tbr")
+    assert _rate_and_durations(parts) == want

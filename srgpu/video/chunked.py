@@ -750,7 +750,7 @@ def _send_chunk(cj: ChunkedJob, result: ChunkResult, out: Any, first: mkv.CodedT
                     raise DamagedChunk(result.index, f"holds {len(frames)} frames, not {len(result.pts)}")
                 if first is None:
                     first = track
-                    out.write(mkv.coded_header(track))
+                    out.write(mkv.coded_header(track, cj.job.plan.frame_duration_ns))  # the single pipeline's rate
                 elif (track.codec_id, track.codec_private) != (first.codec_id, first.codec_private):
                     raise VideoError(f"{cj.job.src}: chunk {result.index} was encoded with other codec parameters "
                                      "than chunk 0; they cannot be joined without re-encoding")
