@@ -165,21 +165,81 @@ def _rate_and_durations(path: Path) -> tuple[str, list]:
     return rate.group(0), sorted((p[0], p[1]) for p in packets(path, "v:0"))
 
 
-@pytest.mark.parametrize("rate", ["24000/1001", "24"])
+@pytest.mark.parametrize("rate", ["24000/1001", "24", "vfr"])
 def test_a_chunked_mkv_has_the_single_pipelines_rate_and_durations(tmp_path: Path, engine: BicubicEngine,
                                                                    rate: str) -> None:
-    """The header's frame rate (24.42 fps before) and every frame's time and duration (40 ms
-    before) are the single pipeline's."""
-    src = tmp_path / "src.mkv"
+    """The header's frame rate (24.42 fps for 23.976 and 24 before, 30.30 for a 30 fps VFR source)
+    and every frame's time and duration (40 ms before) are the single pipeline's."""
     from test_video import ff
 
-    ff("-f", "lavfi", "-i", f"testsrc2=size=64x48:rate={rate}", "-frames:v", "16", "-c:v", "libx264",
-       "-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0", str(src))
+    src = tmp_path / ("src.mp4" if rate == "vfr" else "src.mkv")
+    timing = ("-vf", "settb=1/90000,setpts=N*3003+mod(N*N*37\\,1500)", "-fps_mode", "passthrough",
+              "-enc_time_base", "1/90000") if rate == "vfr" else ()
+    ff("-f", "lavfi", "-i", f"testsrc2=size=64x48:rate={'30' if rate == 'vfr' else rate}", "-frames:v", "16",
+       *timing, "-c:v", "libx264", "-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0", str(src))
     single, parts = tmp_path / "single.mkv", tmp_path / "chunked.mkv"
     upscale_video(src, single, engine, FAST)
     cj = chunked.plan_chunked(src, parts, 2, IDENTITY, FAST, chunk_seconds=0.17)
     assert not isinstance(cj, str) and len(cj.chunks) >= 3
     chunked.upscale_chunked(cj, InProcess(engine))
     want = _rate_and_durations(single)
-    assert want[0] == (", 23.98 fps, 23.98 tbr" if rate != "24" else ", 24 fps, 24 tbr")
+    if rate != "vfr":
+        assert want[0] == (", 24 fps, 24 tbr" if rate == "24" else ", 23.98 fps, 23.98 tbr")
     assert _rate_and_durations(parts) == want
+
+
+# ---------------------------------------------------------------- 7: killed after publishing
+
+
+KILLED_AFTER_PUBLISHING = """
+import os, signal, sys
+from srgpu.video import chunked
+chunked.WorkFolder.remove = lambda self: os.kill(os.getpid(), signal.SIGKILL)  # the kill, at that moment
+from srgpu.cli import main
+sys.argv = ["srgpu", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_next_run_removes_the_chunks_of_a_published_output(tmp_path: Path, random_npz: Path) -> None:
+    """srgpu killed (SIGKILL) after publishing a chunked output, before removing its work folder:
+    the next run recognises the published, verified output, removes the folder and says so; the
+    output is kept as it is (without --overwrite it exists, as after any finished run)."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
+                    out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
+    dst = tmp_path / "out.mkv"
+    args = ["upscale", str(src), "-o", str(dst), "--model", str(random_npz), "--device", "cpu", "--workers", "1",
+            "--chunk-seconds", "0.16", "--preset", "ultrafast"]
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_PUBLISHING, *args], cwd=root, env=env,
+                            capture_output=True, text=True)
+    work = chunked.work_folder(dst)
+    assert killed.returncode == -9 and dst.is_file() and work.is_dir(), killed.stderr
+    published = dst.read_bytes()
+    again = subprocess.run([sys.executable, "-m", "srgpu", *args], cwd=root, env=env, capture_output=True, text=True)
+    assert not work.exists(), again.stderr
+    assert f"note: {dst}: complete" in again.stderr and "exists" in again.stderr and again.returncode != 0
+    assert dst.read_bytes() == published
+
+
+def test_a_work_folder_whose_output_was_replaced_is_kept(tmp_path: Path, engine: BicubicEngine) -> None:
+    """Another file now at the output's name (the same size, even) is not the published one: the
+    work folder is not taken for finished."""
+    src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
+                    out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
+    dst = tmp_path / "out.mkv"
+    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, FAST, chunk_seconds=0.16)
+    assert not isinstance(cj, str)
+    original = chunked.WorkFolder.remove
+    chunked.WorkFolder.remove = chunked.WorkFolder.close  # type: ignore[method-assign]
+    try:
+        chunked.upscale_chunked(cj, InProcess(engine))
+    finally:
+        chunked.WorkFolder.remove = original  # type: ignore[method-assign]
+    other = tmp_path / "other"
+    other.write_bytes(dst.read_bytes())
+    other.replace(dst)
+    assert chunked.forget_finished_in(tmp_path) == [] and cj.work.is_dir()
