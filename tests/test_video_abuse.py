@@ -243,3 +243,28 @@ def test_a_work_folder_whose_output_was_replaced_is_kept(tmp_path: Path, engine:
     other.write_bytes(dst.read_bytes())
     other.replace(dst)
     assert chunked.forget_finished_in(tmp_path) == [] and cj.work.is_dir()
+
+
+# ---------------------------------------------------------------- 10: colour range in MP4
+
+
+def test_limited_range_10bit_hevc_keeps_its_range_in_an_x264_mp4(tmp_path: Path, engine: BicubicEngine) -> None:
+    """10-bit HEVC tagged tv (and nothing else) into libx264 .mp4, single and chunked: still tv."""
+    from srgpu.video import ffmpeg
+    from test_video import ff, stream_lines
+
+    if "libx265" not in ffmpeg.video_codecs("encoders"):
+        pytest.skip("this ffmpeg has no libx265 to make the 10-bit HEVC source")
+    src = tmp_path / "hevc10.mkv"
+    ff("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "12", "-pix_fmt", "yuv420p10le",
+       "-color_range", "tv", "-c:v", "libx265", "-x265-params", "log-level=error:keyint=4:min-keyint=4:scenecut=0",
+       str(src))
+    assert "yuv420p10le(tv, progressive)" in stream_lines(src, "Video")[0]
+    options = VideoOptions(EncodeOptions(codec="libx264", preset="ultrafast"))
+    single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
+    upscale_video(src, single, engine, options)
+    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, options, chunk_seconds=0.16)
+    assert not isinstance(cj, str), cj
+    chunked.upscale_chunked(cj, InProcess(engine))
+    for out in (single, parts):
+        assert "yuv420p10le(tv, progressive)" in stream_lines(out, "Video")[0]

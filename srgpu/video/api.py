@@ -353,7 +353,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       source_start=info.start or 0.0,
                       extra_args=tuple(encoder.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None,
-                      frame_duration_ns=frame_duration_ns(stream.fps))
+                      frame_duration_ns=frame_duration_ns(stream.fps), muxer_args=_muxer_args(container, colour))
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu or 0, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
@@ -406,6 +406,16 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise VideoError(f"{dst}: exists (use --overwrite to replace it)")
     if not dst.parent.is_dir():
         raise VideoError(f"{dst.parent}: output directory does not exist")
+
+
+def _muxer_args(container: containers.Container, colour: list[tuple[str, str]]) -> tuple[str, ...]:
+    """MP4 gets a colr box where the source's range is known: x264 writes no range into the
+    bitstream for limited range without colour tags (only full range or tags make it write one),
+    and the muxer writes the box only for tagged colours, so "tv" was lost. (MOV's box, nclc, has
+    no range.)"""
+    if container.muxer == "mp4" and any(k == "range" for k, _ in colour):
+        return ("-movflags", "+write_colr")
+    return ()
 
 
 def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:
