@@ -268,3 +268,47 @@ def test_limited_range_10bit_hevc_keeps_its_range_in_an_x264_mp4(tmp_path: Path,
     chunked.upscale_chunked(cj, InProcess(engine))
     for out in (single, parts):
         assert "yuv420p10le(tv, progressive)" in stream_lines(out, "Video")[0]
+
+
+# ---------------------------------------------------------------- 11: transport streams whose clock jumps
+
+
+def _jumping_ts(folder: Path) -> Path:
+    """Three TS segments (video and audio) bound end to end: the clock at 10 s, then back to 2 s,
+    then ahead to 30 s."""
+    from test_video import ff
+
+    parts = []
+    for offset in (10, 2, 30):
+        seg = folder / f"seg{offset}.ts"
+        ff("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000",
+           "-frames:v", "8", "-t", "0.32", "-c:v", "libx264", "-preset", "ultrafast",
+           "-x264-params", "keyint=4:min-keyint=4:scenecut=0", "-c:a", "aac", "-output_ts_offset", str(offset),
+           "-f", "mpegts", str(seg))
+        parts.append(seg.read_bytes())
+    src = folder / "jumps.ts"
+    src.write_bytes(b"".join(parts))
+    return src
+
+
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+def test_a_transport_stream_whose_clock_jumps_plays_continuously(tmp_path: Path, engine: BicubicEngine,
+                                                                 suffix: str) -> None:
+    """Every frame kept, each its own time 40 ms after the one before (no frames sharing a
+    millisecond after the backwards jump, no 28 s frozen gap after the forward one), the audio
+    moved alike, and a note saying what was done."""
+    from test_video import packets
+
+    src = _jumping_ts(tmp_path)
+    dst = tmp_path / f"out{suffix}"
+    result = upscale_video(src, dst, engine, FAST)
+    times = sorted(p[0] for p in packets(dst, "v:0"))
+    assert result.frames == 24 == len(times)
+    steps = {round(float(b - a), 3) for a, b in zip(times, times[1:])}
+    assert steps == {0.04}, steps
+    audio = [p[0] for p in packets(dst, "a:0")]
+    assert len(audio) >= 45 and max(audio) < times[-1] + 0.1
+    assert any("timestamps jump 1 backwards" in n and "1 forwards" in n for n in result.notes), result.notes
+    assert leftovers(tmp_path) == []
+    cj = chunked.plan_chunked(src, tmp_path / f"chunked{suffix}", 2, IDENTITY, FAST, chunk_seconds=0.16)
+    assert isinstance(cj, str) and "timestamps jump" in cj

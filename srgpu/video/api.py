@@ -18,7 +18,7 @@ from typing import Callable
 
 from .. import outputs
 from ..engine.base import Engine, PlaneSpec
-from . import containers, ffmpeg, verify
+from . import containers, discont, ffmpeg, verify
 from .verify import SourceTiming
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
@@ -129,8 +129,22 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     can, srgpu.video.handover). ``progress(frames_done_increment, total_or_None)`` is called from a
     worker thread after each frame is handed to the encoder. Raises VideoError (one line) for bad
     input or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    src, dst = Path(src), Path(dst)
+    _check_paths(src, dst, overwrite)
+    outputs.remove_stale_temps(dst)  # what a killed srgpu left for this output
+    jumps = discont.find(src, probe(src))  # a transport stream's clock jumps: upscale a continuous copy
+    continuous = discont.continuous_copy(src, dst, jumps) if jumps is not None else None
+    try:
+        result = _upscale(continuous or src, dst, engine, options, overwrite, progress)
+    finally:
+        if continuous is not None:
+            continuous.unlink(missing_ok=True)
+    return result if jumps is None else replace(result, notes=(jumps.note(), *result.notes))
+
+
+def _upscale(src: Path, dst: Path, engine: Engine, options: VideoOptions, overwrite: bool,
+             progress: Callable[[int, int | None], None] | None) -> VideoResult:
     job = plan_video(src, dst, engine.scale, options, overwrite=overwrite, gpu=engine_gpu(engine))
-    outputs.remove_stale_temps(job.dst)  # what a killed srgpu left for this output
     counted = _Counted(progress)
     try:
         return encode(job, engine, overwrite, counted)

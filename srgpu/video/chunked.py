@@ -49,7 +49,7 @@ from .. import outputs
 from ..manifest import Settings, read_json, write_json
 from ..plans import output_bits
 from . import chunks as chunking
-from . import ffmpeg, mkv, verify
+from . import discont, ffmpeg, mkv, verify
 from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
@@ -391,6 +391,8 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return "a short video keeps the single pipeline"
+    if discont.find(job.src, job.info) is not None:
+        return "not cut into chunks: its timestamps jump (the single pipeline makes them continuous)"
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
         return f"not cut into chunks: {scan}"
