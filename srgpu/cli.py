@@ -358,6 +358,7 @@ def upscale(
             cluster = check_address(cluster)
             # a task names files, and a cluster's worker opens them from its own working directory
             input, output = _absolute(input), _absolute(output)
+        _forget_finished_chunks(output, quiet)
         plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
@@ -444,6 +445,16 @@ class _ChunkBar:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def _forget_finished_chunks(output: Path, quiet: bool) -> None:
+    """A chunked run killed after publishing its output leaves its work folder: removed (and said)
+    where the output there is the file that run verified, before existing outputs are looked for."""
+    from .video.chunked import forget_finished_in
+
+    for dst in forget_finished_in(output if output.is_dir() else output.parent):
+        _info(f"note: {dst}: complete (verified and published by a run killed before its clean-up); the chunks "
+              "that run left were removed", quiet)
 
 
 def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOptions, overwrite: bool, quiet: bool,

@@ -4,7 +4,9 @@ mean to replace.
 
 - ``temp_path(final)``: ``.<name>.srgpu-<host>-<pid>-<token>.part<suffix>`` in the final folder
   (hidden, so folder runs never take it for an input; the suffix kept, so encoders and viewers
-  still know the format).
+  still know the format). Where the final name is near the file system's limit on one name
+  (NAME_MAX, 255 bytes on most), the name part is shortened to a prefix and a hash of the whole
+  name (``fitting_name``), so a temporary fits wherever its final name fits.
 - ``publish(tmp, final, replace)``: with ``replace`` (the user said --overwrite) a plain atomic
   rename; without it, a hard link to the final name (which fails if anything is there, however
   new) and then the temporary name is removed. Where the filesystem has no hard links, an
@@ -19,6 +21,7 @@ mean to replace.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import secrets
@@ -32,6 +35,11 @@ _HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:16] or "host"
 _TEMP = re.compile(r"^\.(?P<name>.+)\.srgpu-(?P<host>[A-Za-z0-9]+)-(?P<pid>\d+)-[0-9a-f]+\.part(?P<suffix>\.[^.]*)?$")
 # link() is not supported here: fall back to create-exclusive + rename
 _NO_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS, errno.EXDEV})
+NAME_MAX = 255  # bytes in one name on ext4, XFS, btrfs, ZFS, APFS (NTFS: 255 UTF-16 units, more bytes)
+_HASHED = 12  # hex digits of the whole name's SHA-256 kept where a name is shortened
+_SUFFIX_MAX = 16  # bytes of a suffix kept on a temporary (a longer "suffix" is not a format's)
+# the widest a temporary's own part can be: its host (16), a pid (10 digits), the token (8)
+_TEMP_OVERHEAD = len(f".{_MARK}{'h' * 16}-{'9' * 10}-{'0' * 8}.part")
 
 
 class OutputExistsError(FileExistsError):
@@ -39,10 +47,44 @@ class OutputExistsError(FileExistsError):
     writing the same output); the message says so in one line."""
 
 
+def name_max(folder: str | os.PathLike) -> int:
+    """The longest name (bytes) ``folder``'s file system takes, NAME_MAX where it does not say."""
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+    return limit if 0 < limit <= NAME_MAX else NAME_MAX
+
+
+def fitting_name(name: str, reserved: int, folder: str | os.PathLike) -> str:
+    """``name``, or where it and ``reserved`` more bytes do not fit in one name of ``folder``, its
+    first bytes (whole characters) then "~" and a hash of the whole name: the same for the same
+    name, so a later run finds what an earlier one left under it."""
+    budget = name_max(folder) - reserved
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= budget:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:_HASHED]
+    keep = max(0, budget - 1 - _HASHED)
+    return raw[:keep].decode("utf-8", "ignore") + "~" + digest
+
+
+def _suffix(final: Path) -> str:
+    return final.suffix if len(final.suffix.encode("utf-8", "surrogateescape")) <= _SUFFIX_MAX else ""
+
+
+def _temp_name_part(final: Path) -> str:
+    """The final name as it stands in its temporaries' names (shortened near the limit)."""
+    return fitting_name(final.name, _TEMP_OVERHEAD + len(_suffix(final).encode("utf-8", "surrogateescape")),
+                        final.parent)
+
+
 def temp_path(final: str | os.PathLike) -> Path:
-    """A fresh temporary name for ``final``, in its folder, owned by this process."""
+    """A fresh temporary name for ``final``, in its folder, owned by this process; no longer than
+    the longest name the folder takes, where ``final`` itself fits."""
     final = Path(final)
-    return final.parent / f".{final.name}{_MARK}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}.part{final.suffix}"
+    return final.parent / (f".{_temp_name_part(final)}{_MARK}{_HOST}-{os.getpid()}-{secrets.token_hex(4)}"
+                           f".part{_suffix(final)}")
 
 
 def create_temp(final: str | os.PathLike) -> tuple[Path, int]:
@@ -135,7 +177,8 @@ def stale_temps_in(folder: str | os.PathLike) -> list[Path]:
 def stale_temps(final: str | os.PathLike) -> list[Path]:
     """srgpu's own temporaries of ``final`` whose owner on this host is gone (sorted)."""
     final = Path(final)
-    return [p for p in stale_temps_in(final.parent) if _TEMP.match(p.name).group("name") == final.name]  # type: ignore[union-attr]
+    names = {final.name, _temp_name_part(final)}
+    return [p for p in stale_temps_in(final.parent) if _TEMP.match(p.name).group("name") in names]  # type: ignore[union-attr]
 
 
 def remove(paths: list[Path]) -> list[Path]:

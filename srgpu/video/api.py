@@ -18,7 +18,7 @@ from typing import Callable
 
 from .. import outputs
 from ..engine.base import Engine, PlaneSpec
-from . import containers, ffmpeg, verify
+from . import containers, discont, ffmpeg, verify
 from .verify import SourceTiming
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
@@ -129,8 +129,22 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
     can, srgpu.video.handover). ``progress(frames_done_increment, total_or_None)`` is called from a
     worker thread after each frame is handed to the encoder. Raises VideoError (one line) for bad
     input or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    src, dst = Path(src), Path(dst)
+    _check_paths(src, dst, overwrite)
+    outputs.remove_stale_temps(dst)  # what a killed srgpu left for this output
+    jumps = discont.find(src, probe(src))  # a transport stream's clock jumps: upscale a continuous copy
+    continuous = discont.continuous_copy(src, dst, jumps) if jumps is not None else None
+    try:
+        result = _upscale(continuous or src, dst, engine, options, overwrite, progress)
+    finally:
+        if continuous is not None:
+            continuous.unlink(missing_ok=True)
+    return result if jumps is None else replace(result, notes=(jumps.note(), *result.notes))
+
+
+def _upscale(src: Path, dst: Path, engine: Engine, options: VideoOptions, overwrite: bool,
+             progress: Callable[[int, int | None], None] | None) -> VideoResult:
     job = plan_video(src, dst, engine.scale, options, overwrite=overwrite, gpu=engine_gpu(engine))
-    outputs.remove_stale_temps(job.dst)  # what a killed srgpu left for this output
     counted = _Counted(progress)
     try:
         return encode(job, engine, overwrite, counted)
@@ -353,7 +367,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       source_start=info.start or 0.0,
                       extra_args=tuple(encoder.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None,
-                      frame_duration_ns=frame_duration_ns(stream.fps))
+                      frame_duration_ns=frame_duration_ns(stream.fps), muxer_args=_muxer_args(container, colour))
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu or 0, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
@@ -406,6 +420,16 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise VideoError(f"{dst}: exists (use --overwrite to replace it)")
     if not dst.parent.is_dir():
         raise VideoError(f"{dst.parent}: output directory does not exist")
+
+
+def _muxer_args(container: containers.Container, colour: list[tuple[str, str]]) -> tuple[str, ...]:
+    """MP4 gets a colr box where the source's range is known: x264 writes no range into the
+    bitstream for limited range without colour tags (only full range or tags make it write one),
+    and the muxer writes the box only for tagged colours, so "tv" was lost. (MOV's box, nclc, has
+    no range.)"""
+    if container.muxer == "mp4" and any(k == "range" for k, _ in colour):
+        return ("-movflags", "+write_colr")
+    return ()
 
 
 def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:

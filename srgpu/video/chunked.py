@@ -50,7 +50,7 @@ from .. import outputs
 from ..manifest import Settings, read_json, write_json
 from ..plans import output_bits
 from . import chunks as chunking
-from . import ffmpeg, mkv, verify
+from . import discont, ffmpeg, mkv, verify
 from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
@@ -408,8 +408,9 @@ class ChunkedJob:
 
 
 def work_folder(dst: Path) -> Path:
-    """The hidden work folder of output ``dst``: beside it, named after it."""
-    return dst.parent / f".{dst.name}{WORK_SUFFIX}"
+    """The hidden work folder of output ``dst``: beside it, named after it (shortened where the
+    name is near the file system's limit, srgpu.outputs.fitting_name)."""
+    return dst.parent / f".{outputs.fitting_name(dst.name, 1 + len(WORK_SUFFIX), dst.parent)}{WORK_SUFFIX}"
 
 
 def chunk_path(work: Path, index: int) -> Path:
@@ -445,6 +446,8 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return "a short video keeps the single pipeline"
+    if discont.find(job.src, job.info) is not None:
+        return "not cut into chunks: its timestamps jump (the single pipeline makes them continuous)"
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
         return f"not cut into chunks: {scan}"
@@ -506,14 +509,46 @@ def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[st
 
 
 def _forget_finished(dst: Path) -> None:
+    forget_finished(work_folder(dst), dst)
+
+
+def forget_finished(work: Path, dst: Path | None = None) -> Path | None:
     """A run killed after publishing its output but before removing its work folder: the folder
-    goes (the output is there, as its record says)."""
-    work = work_folder(dst)
-    if not work.is_dir() or not dst.is_file():
-        return
-    record = read_json(work / "job.json", JOB_FORMAT, VERSION)
-    if record is not None and record.get("joined") == dst.stat().st_size:
-        shutil.rmtree(work, ignore_errors=True)
+    goes where the file at the output's name is the one that run verified and published (the same
+    file: device, inode, size and modification time, recorded just before the rename, which keeps
+    them). The output it belonged to, or None where the folder stays."""
+    record = read_json(work / "job.json", JOB_FORMAT, VERSION) if work.is_dir() else None
+    joined = record.get("joined") if record is not None else None
+    if isinstance(joined, dict) and dst is None and isinstance(joined.get("output"), str):
+        dst = work.parent / joined["output"]
+    if dst is None:
+        return None
+    try:
+        st = dst.stat()
+    except OSError:
+        return None
+    if isinstance(joined, dict):
+        same = joined.get("file") == _identity(st)
+    else:
+        same = joined == st.st_size  # recorded by an earlier srgpu: the size only
+    if not same:
+        return None
+    shutil.rmtree(work, ignore_errors=True)
+    return dst
+
+
+def forget_finished_in(folder: Path) -> list[Path]:
+    """forget_finished for every work folder in ``folder`` (one look at it): the outputs whose
+    leftover work folders were removed. For the CLI, before it looks for existing outputs."""
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(".") and n.endswith(WORK_SUFFIX)]
+    except OSError:
+        return []
+    return [dst for n in sorted(names) if (dst := forget_finished(folder / n)) is not None]
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
 
 
 def _covers(planned: Sequence[Chunk], scan: SourceScan) -> bool:
@@ -586,12 +621,13 @@ class WorkFolder:
                 task.certificate.unlink(missing_ok=True)
         return done, notes
 
-    def joined(self, size: int) -> None:
-        """The output (``size`` bytes) is about to get its name: recorded, for a run that finds the
-        folder still there after that (killed before removing it)."""
+    def joined(self, tmp: Path) -> None:
+        """The verified output ``tmp`` is about to get its name: the file recorded (forget_finished),
+        for a run that finds the folder still there after that (killed before removing it)."""
         record = read_json(self.path / "job.json", JOB_FORMAT, VERSION)
         if record is not None:
-            write_json(self.path / "job.json", {**record, "joined": size}, durable=True)
+            joined = {"output": self.cj.job.dst.name, "file": _identity(tmp.stat())}
+            write_json(self.path / "job.json", {**record, "joined": joined}, durable=True)
 
     def _lock(self) -> None:
         fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o666)
@@ -724,12 +760,14 @@ def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:
 
 
 class _Joiner(ffmpeg.Child):
+    role = "join"
+
     def run(self, cmd: list[str], what: str) -> subprocess.Popen:
         return self._launch(cmd, what, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
 
 def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
-         before_publish: Callable[[int], None] | None = None) -> int:
+         before_publish: Callable[[Path], None] | None = None) -> int:
     """Join the verified chunks into the output: every coded frame with its source timestamp and
     duration, the other streams from the source; check the frames the file holds and publish it.
     The number of frames. DamagedChunk where a chunk file is not its certificate's any more."""
@@ -753,16 +791,16 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
             stdin.close()
         except (BrokenPipeError, OSError):
             rc = proc.wait()
-            raise _join_failure(joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
+            raise _join_failure(cj, joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
         rc = proc.wait()
         joiner._log.join()  # type: ignore[union-attr]
         if rc != 0:
-            raise _join_failure(joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
+            raise _join_failure(cj, joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
         last = float(all_pts[-1] * tb)
         check_complete(job, len(all_pts), last)
         frames = verify.check_frames(job.plan.tmp, job.plan.video_index, all_pts, tb)
         if before_publish is not None:
-            before_publish(job.plan.tmp.stat().st_size)
+            before_publish(job.plan.tmp)
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
         ok = True
         return frames
@@ -772,10 +810,11 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
             job.plan.tmp.unlink(missing_ok=True)
 
 
-def _join_failure(joiner: _Joiner, what: str) -> VideoError:
-    log = joiner._log
-    detail = (log.first_error or log.summary()) if log is not None else ""
-    return VideoError(f"{what}: {detail}" if detail else what)
+def _join_failure(cj: ChunkedJob, joiner: _Joiner, what: str) -> VideoError:
+    """One line naming the source and the output the join was writing, then ffmpeg's words."""
+    detail = joiner.detail()
+    head = f"{cj.job.src}: joining its chunks into {cj.job.dst}: {what}"
+    return VideoError(f"{head}: {detail}" if detail else head)
 
 
 def _send_chunk(cj: ChunkedJob, result: ChunkResult, out: Any, first: mkv.CodedTrack | None, origin: int,
@@ -802,7 +841,11 @@ def _send_chunk(cj: ChunkedJob, result: ChunkResult, out: Any, first: mkv.CodedT
                     raise DamagedChunk(result.index, f"holds {len(frames)} frames, not {len(result.pts)}")
                 if first is None:
                     first = track
-                    out.write(mkv.coded_header(track))
+                    # a Matroska output's header rate and frame durations follow the track's default
+                    # duration: the single pipeline's; MP4 has no rate field (it counts its samples'
+                    # durations, which a default duration in the pipe would shift by a tick)
+                    default = cj.job.plan.frame_duration_ns if cj.job.plan.muxer in ("matroska", "webm") else None
+                    out.write(mkv.coded_header(track, default))
                 elif (track.codec_id, track.codec_private) != (first.codec_id, first.codec_private):
                     raise VideoError(f"{cj.job.src}: chunk {result.index} was encoded with other codec parameters "
                                      "than chunk 0; they cannot be joined without re-encoding")

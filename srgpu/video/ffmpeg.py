@@ -82,13 +82,19 @@ def decoder_args(stream_index: int, decoder: str | None, options: Sequence[str] 
     return ["-c:" + str(stream_index), decoder, *options] if decoder else []
 
 
+# signals that end a process from outside (the user, the OOM killer, a service manager): not a crash
+_KILLS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
+
+
 def describe_exit(rc: int) -> str:
-    """'exit status 1', or 'crashed (SIGSEGV)' for a child killed by a signal."""
+    """'exit status 1'; 'killed by SIGKILL' for a child ended from outside, 'crashed (SIGSEGV)'
+    for one that a fault ended."""
     if rc < 0:
         try:
-            return f"crashed ({signal.Signals(-rc).name})"
+            sig = signal.Signals(-rc)
         except ValueError:
             return f"crashed (signal {-rc})"
+        return f"killed by {sig.name}" if sig in _KILLS else f"crashed ({sig.name})"
     return f"exit status {rc}"
 
 
@@ -105,6 +111,8 @@ def split_level(line: str) -> tuple[str | None, str]:
 class Child:
     """One ffmpeg child of a pipeline stage (the decoder or the encoder): started once, killed from
     any thread (another stage's failure, Ctrl-C) without racing the start."""
+
+    role = "ffmpeg"  # what the child does, for messages: "encoder", "decoder", "join"
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
@@ -123,6 +131,18 @@ class Child:
             self._log = StderrLog(self._proc.stderr, on_line=on_line)  # type: ignore[arg-type]
             self._started(self._proc)
         return self._proc
+
+    def detail(self) -> str:
+        """Why the child failed, for a message: its first error line, else how a signal ended it
+        ("ffmpeg (encoder) was killed by SIGKILL": it printed nothing then), else its last lines."""
+        log = self._log
+        if log is not None and log.first_error:
+            return log.first_error
+        rc = self._proc.poll() if self._proc is not None else None
+        if rc is not None and rc < 0 and not self._killed:
+            how = describe_exit(rc)
+            return f"ffmpeg ({self.role}) {'was ' if how.startswith('killed') else ''}{how}"
+        return log.summary() if log is not None else ""
 
     def _started(self, proc: subprocess.Popen) -> None:
         """Called under the start lock (e.g. to wrap the child's stdin)."""

@@ -129,9 +129,12 @@ class CodedTrack:
     codec_private: bytes
     video: bytes  # the whole Video element, ID and size included
 
-    def entry(self) -> bytes:
-        """A TrackEntry for this track as track 1 of a joined stream."""
-        body = (uint(0xD7, 1) + uint(0x73C5, 1) + uint(0x9C, 0) + uint(0x83, 1) + string(0x86, self.codec_id)
+    def entry(self, frame_duration_ns: int | None = None) -> bytes:
+        """A TrackEntry for this track as track 1 of a joined stream; ``frame_duration_ns``: its
+        DefaultDuration, the frame rate ffmpeg reports and gives the output (without it, ffmpeg
+        guesses one from the first timestamps: 24.42 fps for 23.976)."""
+        default = uint(0x23E383, frame_duration_ns) if frame_duration_ns else b""
+        body = (uint(0xD7, 1) + uint(0x73C5, 1) + uint(0x9C, 0) + uint(0x83, 1) + default + string(0x86, self.codec_id)
                 + (element(0x63A2, self.codec_private) if self.codec_private else b"") + self.video)
         return element(0xAE, body)
 
@@ -281,10 +284,11 @@ def _block(buf: bytes | memoryview, start: int, end: int, base: int, scale: int,
     return CodedFrame(pos + 3, end - pos - 3, (base + relative) * scale, key)
 
 
-def coded_header(track: CodedTrack) -> bytes:
-    """EBML header, an open-ended Segment, Info (1 ns ticks) and ``track`` as track 1: the head of
-    a joined stream, whose frames follow as frame_prefix(..., keyframe) + data + after."""
+def coded_header(track: CodedTrack, frame_duration_ns: int | None = None) -> bytes:
+    """EBML header, an open-ended Segment, Info (1 ns ticks) and ``track`` as track 1 (with
+    ``frame_duration_ns`` as its DefaultDuration, as the raw pipe's header): the head of a joined
+    stream, whose frames follow as frame_prefix(..., keyframe) + data + after."""
     ebml = element(0x1A45DFA3, uint(0x4286, 1) + uint(0x42F7, 1) + uint(0x42F2, 4) + uint(0x42F3, 8)
                    + string(0x4282, "matroska") + uint(0x4287, 4) + uint(0x4285, 2))
     info = element(0x1549A966, uint(0x2AD7B1, 1) + string(0x4D80, "srgpu") + string(0x5741, "srgpu"))
-    return ebml + _id(0x18538067) + UNKNOWN_SIZE + info + element(0x1654AE6B, track.entry())
+    return ebml + _id(0x18538067) + UNKNOWN_SIZE + info + element(0x1654AE6B, track.entry(frame_duration_ns))

@@ -130,6 +130,8 @@ class _Meta:
 class Reader(ffmpeg.Child):
     """Decodes stream ``stream_index`` of ``src`` into frames of ``layout``."""
 
+    role = "decoder"
+
     def __init__(self, src: Path, stream_index: int, layout: PixelLayout, pipe_pix_fmt: str,
                  decoder: str | None = None, vf_extra: str | None = None,
                  size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = (),
@@ -406,8 +408,7 @@ class Reader(ffmpeg.Child):
         total = f" of {self.duration:.3f} s" if self.duration else ""
         where = (f"after {frames} frames ({seconds:.3f} s{total})" if frames and seconds is not None
                  else f"after {frames} frames" if frames else "before the first frame")
-        log = self._log
-        detail = log.first_error if log is not None and log.first_error else (log.summary() if log else "")
+        detail = self.detail()
         head = what or "decoding failed"
         return VideoError(f"{self.src}: {head} {where}: {detail}" if detail else f"{self.src}: {head} {where}")
 

@@ -49,6 +49,7 @@ class EncodePlan:
     hdr: HdrMetadata | None = None  # the source's HDR static metadata, passed on through the pipe
     source_streams: bool = True  # False: the upscaled video alone (a chunk of a long video), no
     # second input, no metadata or chapters
+    muxer_args: tuple[str, ...] = ()  # the final file's muxer options (MP4's colr box), not a chunk's
     frame_duration_ns: int | None = None  # the frame rate the encoder is told (None: ffmpeg's guess
     # from the first frames); the chunks of a video are all told the same, so that their encoders'
     # headers (which carry it) are the same and the chunks join
@@ -102,6 +103,8 @@ class EncodePlan:
                      f"-enc_time_base:{video_index}", f"{time_base.numerator}/{time_base.denominator}"]
             if self.video_filters:
                 args += [f"-filter:{video_index}", ",".join(self.video_filters)]
+        if self.source_streams and not any(a.startswith("-movflags") for a in self.extra_args):
+            args += self.muxer_args  # (the user's -movflags replace srgpu's: ffmpeg keeps the last)
         args += ["-max_muxing_queue_size", "4096", *(() if copy_video else self.extra_args)]
         return [*args, "-f", self.muxer, "-y", str(self.tmp)]
 
@@ -124,6 +127,8 @@ def _num(x: float) -> str:
 
 class Writer(ffmpeg.Child):
     """Feeds frames to the encoder; started on the first frame, when the time base is known."""
+
+    role = "encoder"
 
     def __init__(self, plan: EncodePlan) -> None:
         self.plan = plan
@@ -210,9 +215,7 @@ class Writer(ffmpeg.Child):
                 pass
         if self._log is not None:
             self._log.join(2.0)
-            detail = self._log.first_error or self._log.summary()
-        else:
-            detail = ""
+        detail = self.detail()
         return VideoError(f"{self.plan.src}: {what} after {self.frames_written} frames: {detail}")
 
     def _started(self, proc: subprocess.Popen) -> None:
