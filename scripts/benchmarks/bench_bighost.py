@@ -89,6 +89,8 @@ class Sampler:
         self.cpu: list[float] = []
         self.gpu: list[float] = []
         self.last: dict[int, tuple[str, float]] = {}
+        self.t0 = time.perf_counter()
+        self.seen: dict[int, list] = {}  # pid -> [kind, parent, first seen, last seen] (s from the start)
         self._stop = threading.Event()
         self._smi = None
         if gpus:
@@ -152,6 +154,8 @@ class Sampler:
                 if kind == "?" and p in self.last:  # a process exiting: its name is gone, its figure is final
                     kind = self.last[p][0]
                 self.last[p] = (kind, tree[p][2])
+                now = round(time.perf_counter() - self.t0, 2)
+                self.seen.setdefault(p, [kind, tree[p][0], now, now])[3] = now
 
     def stop(self) -> None:
         self._stop.set()
@@ -167,6 +171,11 @@ class Sampler:
         mid = xs[k:len(xs) - k] or xs
         return statistics.fmean(mid)
 
+    def timeline(self) -> list[list]:
+        """[kind, pid, parent pid, first seen, last seen, CPU seconds] of every process, by start."""
+        return sorted(([k, pid, pp, a, b, round(self.last[pid][1], 2)] for pid, (k, pp, a, b) in self.seen.items()),
+                      key=lambda r: r[3])
+
     def by_kind(self) -> dict[str, float]:
         out: dict[str, float] = defaultdict(float)
         for kind, cpu in self.last.values():
@@ -175,7 +184,7 @@ class Sampler:
 
 
 def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: int, out: Path,
-            log: Path) -> dict:
+            log: Path, interval: float = 0.5, timeline: bool = False) -> dict:
     """Run ``commands`` one after another (a shell would: the plain chunks' concat is the last),
     sampled as one row."""
     wrapper = [sys.executable, "-c", "import subprocess,sys,json\n"
@@ -183,11 +192,14 @@ def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: i
                "    r = subprocess.run(c)\n"
                "    if r.returncode: sys.exit(r.returncode)\n", json.dumps(commands)]
     t0 = time.perf_counter()
-    with open(log, "ab") as lf:
-        lf.write(f"\n=== {name}\n".encode())
+    with open(log, "a") as lf:
+        lf.write(f"\n=== {name}\n")
         lf.flush()
-        proc = subprocess.Popen(wrapper, stdout=lf, stderr=lf)
-        sampler = Sampler(proc.pid, gpus)
+        proc = subprocess.Popen(wrapper, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sampler = Sampler(proc.pid, gpus, interval)
+        assert proc.stdout is not None
+        for line in proc.stdout:  # each line with the time it came, from the command's start
+            lf.write(f"{time.perf_counter() - t0:7.2f} {line.rstrip()}\n")
         rc = proc.wait()
     wall = time.perf_counter() - t0
     sampler.stop()
@@ -205,6 +217,8 @@ def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: i
     kinds = sampler.by_kind()
     row["cpu_s_per_frame"] = {k: round(v / frames, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}
     row["cpu_s_per_frame_total"] = round(sum(kinds.values()) / frames, 4)
+    if timeline:
+        row["timeline"] = sampler.timeline()
     return row
 
 
@@ -276,6 +290,9 @@ def main() -> None:
     ap.add_argument("--rows", nargs="+", default=["plain", "plain2", "plain4", "plain8", "srgpu1", "srgpuall"])
     ap.add_argument("--srgpu-arg", action="append", default=[], help="extra argument to every srgpu row")
     ap.add_argument("--work", type=Path, default=None, help="folder for outputs (default: a temporary one)")
+    ap.add_argument("--interval", type=float, default=0.5, help="seconds between samples")
+    ap.add_argument("--timeline", action="store_true", help="also list every process of each row (kind, "
+                    "parent, first and last seen, CPU seconds)")
     ap.add_argument("--no-warmup", action="store_true",
                     help="do not upscale 2 s of the source first (kernels built and cached, plans tuned)")
     ap.add_argument("--json", type=Path)
@@ -317,9 +334,10 @@ def main() -> None:
                     cmds = srgpu_command(src, out, codec, preset, args.crf, extra + args.srgpu_arg)
                 else:
                     raise SystemExit(f"unknown row {name}")
-                row = {"codec": codec, "preset": preset, **run_row(name, cmds, gpus, frames, out, log)}
+                row = {"codec": codec, "preset": preset, **run_row(name, cmds, gpus, frames, out, log, args.interval,
+                                                                         args.timeline)}
                 rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+                print(json.dumps({k: v for k, v in row.items() if k != "timeline"}), file=sys.stderr, flush=True)
                 out.unlink(missing_ok=True)
                 for p in folder.glob(f"{name}-*.mkv"):
                     p.unlink()
