@@ -7,4 +7,4 @@ from pathlib import Path; import bench_chunks as b
 print(b.default_source(Path('/tmp'), 150), b.default_source(Path('/tmp'), 60))"
 B="python3 scripts/benchmarks/bench_bighost.py --work /tmp --timeline --interval 0.2"
 $B --source /tmp/bbb_1080p24_60s.mkv --settings libx264:medium --rows srgpuall --json $OUT/med60_tl.json 2>&1 | grep '^{"codec'
-$B --no-warmup --source /tmp/bbb_1080p24_150s.mkv --settings libx264:veryfast --rows srgpuall srgpu1 --json $OUT/vf150_tl.json 2>&1 | grep '^{"codec'
+$B --no-warmup --source /tmp/bbb_1080p24_150s.mkv --settings libx264:veryfast --rows srgpuall srgpu2 --json $OUT/vf150_tl.json 2>&1 | grep '^{"codec'
