@@ -477,9 +477,18 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
         wplan = plan_workers(device, gpus, workers, encoder=video_codec(job.dst, video.encode))
         count, what = wplan.workers, wplan.describe()
     gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
-    cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite, workers=count,
-                              chunk_seconds=chunk_seconds, gpu=gpu)
+    pool = LocalPool(spec, wplan.devices) if not cluster and count > 1 else None
+    try:  # the workers start once the video is known to be long, and come up while it is scanned
+        cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
+                                  workers=count, chunk_seconds=chunk_seconds, gpu=gpu,
+                                  when_long=pool.start if pool is not None else None)
+    except BaseException:
+        if pool is not None:
+            pool.close(force=True)
+        raise
     if isinstance(cj, str):
+        if pool is not None:
+            pool.close(force=True)
         if cluster or chunk_seconds or (workers or 1) > 1:
             _info(f"note: {job.src}: one pipeline: {cj}", quiet)
         if cluster:
@@ -493,7 +502,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
         runner_cm = engine
         runner = InProcess(engine)
     else:
-        runner_cm = runner = LocalPool(spec, wplan.devices)
+        runner_cm = runner = pool
     why = f" (GPU not used: {wplan.why_cpu})" if not cluster and wplan.why_cpu else ""
     _info(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}; "
           f"model: {srcnn.describe()}", quiet)

@@ -362,12 +362,18 @@ class LocalPool:
             self.close(force=True)
             raise
 
-    def _run(self, tasks: list[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None],
-             on_start: StartCallback | None, on_error: ErrorCallback | None) -> None:
+    def start(self) -> None:
+        """Start every worker now, without waiting for them (``run`` starts any that are not): a
+        worker takes seconds to import, make its engine and load its kernels, which can pass while
+        the caller plans."""
         slots = {w.slot for w in self._pool.values()}
         for slot in range(self.workers):
             if slot not in slots:
                 self._start(slot)
+
+    def _run(self, tasks: list[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None],
+             on_start: StartCallback | None, on_error: ErrorCallback | None) -> None:
+        self.start()
         base = self._next_tid
         self._next_tid += len(tasks)
         waiting = [base + i for i in range(len(tasks))]

@@ -348,7 +348,7 @@ def test_the_join_refuses_a_chunk_that_changed(tmp_path: Path, engine: BicubicEn
             calls.append([t.chunk.index for t in tasks])
             super().run(tasks, on_frames, on_result)
             if len(calls) == 1:
-                path = tasks[1].path
+                path = next(t.path for t in tasks if t.chunk.index == 1)  # handed out largest first
                 data = bytearray(path.read_bytes())
                 data[-10] ^= 0xFF
                 path.write_bytes(bytes(data))
@@ -519,3 +519,51 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
     assert result.decoder == "h264 and software"
     assert_same_timing(single, parts, audio=True)
     assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's
+
+
+# ---------------------------------------------------------------- the order chunks are made in
+
+
+def test_chunks_are_made_largest_first(tmp_path: Path, engine: BicubicEngine) -> None:
+    """The workers get the chunks with the most coded bytes first (the encoder's work varies
+    twofold between equal chunks of a film; the cheapest last make the workers finish together),
+    and the output is the same as in the chunks' own order."""
+    # a still first half (cheap) and noise in the second (expensive)
+    src = tmp_path / "mixed.mkv"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-y", "-f", "lavfi", "-i", "color=gray:s=64x48:r=24:d=1",
+                    "-f", "lavfi", "-i", "nullsrc=s=64x48:r=24:d=1,geq=random(1)*255:128:128",
+                    "-filter_complex", "[0][1]concat=n=2:v=1[v]", "-map", "[v]", "-c:v", "libx264", "-preset",
+                    "ultrafast", "-x264-params", X264_GOP.format(k=6), str(src)], check=True)
+    packets_in_file = stream_packets(src, 0)
+    assert len(packets_in_file.sizes) == len(packets_in_file.pts) == 48
+    assert sum(packets_in_file.sizes) == sum(int(ln.split(",")[4]) for ln in subprocess.run(
+        [ffmpeg_exe(), "-v", "error", "-i", str(src), "-c", "copy", "-f", "framecrc", "-"],
+        capture_output=True, text=True, check=True).stdout.splitlines() if ln and not ln.startswith("#"))
+    cj = chunked.plan_chunked(src, tmp_path / "out.mkv", 2, IDENTITY, MEDIUM, chunk_seconds=0.5, workers=2)
+    assert not isinstance(cj, str) and len(cj.chunks) == 4
+    order = [c.index for c in chunks.largest_first(cj.scan, cj.chunks)]
+    assert sorted(order[:2]) == [2, 3] and sorted(order[2:]) == [0, 1]  # the noisy half first
+    made: list[int] = []
+
+    class Recording(InProcess):
+        def run(self, tasks, on_frames, on_result, on_start=None, on_error=None):  # type: ignore[no-untyped-def]
+            made.extend(t.chunk.index for t in tasks)
+            super().run(tasks, on_frames, on_result, on_start, on_error)
+
+    result = chunked.upscale_chunked(cj, Recording(engine))
+    assert made == order and result.frames == 48
+    assert [t for t, _ in shown(tmp_path / "out.mkv")] == [t for t, _ in shown(src)]
+
+
+def test_workers_start_only_once_a_video_is_long(tmp_path: Path) -> None:
+    """plan_chunked calls ``when_long`` (the command line starts its workers there) for a video that
+    will be cut into chunks, before the scan, and never for one that keeps the single pipeline."""
+    calls: list[str] = []
+    short = make_clip(tmp_path / "s.mp4", frames=10, codec="libx264", out_args=("-preset", "ultrafast"))
+    assert isinstance(chunked.plan_chunked(short, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, workers=2,
+                                           when_long=lambda: calls.append("short")), str)
+    long = make_clip(tmp_path / "l.mp4", frames=24, codec="libx264",
+                     out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))
+    cj = chunked.plan_chunked(long, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, workers=2, chunk_seconds=0.3,
+                              when_long=lambda: calls.append("long"))
+    assert not isinstance(cj, str) and calls == ["long"]

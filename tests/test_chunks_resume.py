@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from srgpu.model import random_model, save_npz
-from srgpu.video import chunked
+from srgpu.video import chunked, chunks
 from srgpu.video.api import EncodeOptions, VideoOptions
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.workers import EngineSpec, InProcess, LocalPool, WorkerError, plan_workers
@@ -201,20 +201,25 @@ def test_damaged_chunks_on_disk_are_redone(tmp_path: Path, clip: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         chunked.upscale_chunked(plan(clip, dst), _Interrupted(engine, 5))
     work = chunked.work_folder(dst)
-    assert sorted(p.name for p in work.glob("chunk-*.mkv")) == [f"chunk-{i:05d}.mkv" for i in range(5)]
-    one = work / "chunk-00001.mkv"
+    cj = plan(clip, dst)
+    order = [c.index for c in chunks.largest_first(cj.scan, cj.chunks)]  # the order they are made in
+    made_before = order[:5]
+    assert sorted(p.name for p in work.glob("chunk-*.mkv")) == sorted(f"chunk-{i:05d}.mkv" for i in made_before)
+    a, b, c, kept_a, kept_b = made_before
+    one = work / f"chunk-{a:05d}.mkv"
     data = bytearray(one.read_bytes())
     data[len(data) // 2] ^= 0x55  # same size, other bytes: a disk that went bad
     one.write_bytes(bytes(data))
-    two = work / "chunk-00002.mkv"
+    two = work / f"chunk-{b:05d}.mkv"
     two.write_bytes(two.read_bytes()[:-100])  # cut short
-    (work / "chunk-00003.json").unlink()  # killed between the certificate and the rename: no certificate
+    (work / f"chunk-{c:05d}.json").unlink()  # killed between the certificate and the rename: no certificate
     runner = _Recording(engine)
     result = chunked.upscale_chunked(plan(clip, dst), runner)
-    assert runner.made[:3] == [1, 2, 3] and 0 not in runner.made and 4 not in runner.made
+    assert sorted(runner.made) == sorted([a, b, c] + order[5:])
+    assert kept_a not in runner.made and kept_b not in runner.made
     notes = " | ".join(result.notes)
-    assert "chunk 1 redone: its file changed" in notes and "chunk 2 redone: its file is" in notes
-    assert "chunk 3 redone: its file has no certificate" in notes
+    assert f"chunk {a} redone: its file changed" in notes and f"chunk {b} redone: its file is" in notes
+    assert f"chunk {c} redone: its file has no certificate" in notes
     assert content(dst) == content(reference)
     assert not work.exists() and leftovers(tmp_path) == []
 
@@ -240,7 +245,7 @@ def test_a_changed_source_or_other_settings_start_over(tmp_path: Path, clip: Pat
     assert any("starting over" in n and "source changed" in n for n in cj.notes), cj.notes
     runner = _Recording(engine)
     result = chunked.upscale_chunked(cj, runner)
-    assert runner.made == list(range(len(cj.chunks))) and result.frames == 60
+    assert sorted(runner.made) == list(range(len(cj.chunks))) and result.frames == 60  # each once
     reference = tmp_path / "reference.mp4"
     chunked.upscale_chunked(plan(src, reference, crf), InProcess(engine))
     assert content(dst) == content(reference)

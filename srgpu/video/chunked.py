@@ -428,7 +428,8 @@ def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, 
 
 def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
                  options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
-                 chunk_seconds: float | None = None, gpu: int | None = None) -> ChunkedJob | str:
+                 chunk_seconds: float | None = None, gpu: int | None = None,
+                 when_long: Callable[[], None] | None = None) -> ChunkedJob | str:
     """Plan a chunked upscale of ``src`` into ``dst``, or say (a str) why the video keeps the
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
     that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
@@ -437,7 +438,9 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
     on NVDEC where its first frames come out exactly as the CPU decoder's (srgpu.video.hwdecode);
     every chunk's frames are then the source's own, each timestamp checked, else that chunk is
-    decoded on the CPU."""
+    decoded on the CPU. ``when_long`` is called as soon as the video is known to be long enough for
+    chunks, before its packets are scanned (the caller starts its workers then: they come up while
+    the source is scanned, BENCHMARKS.md issue 40)."""
     notes: list[str] = []
     # absolute: a task names files, and a worker (a Dask worker) opens them from its own directory
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))
@@ -446,6 +449,8 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return "a short video keeps the single pipeline"
+    if when_long is not None:
+        when_long()
     if discont.find(job.src, job.info) is not None:
         return "not cut into chunks: its timestamps jump (the single pipeline makes them continuous)"
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
@@ -702,7 +707,8 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
             progress.begin(total, len(cj.chunks), sum(len(r.pts) for r in done.values()), len(done))
         new_frames = 0
         for attempt in range(3):
-            todo = [cj.task(c, encoder_threads) for c in cj.chunks if c.index not in done]
+            todo = [cj.task(c, encoder_threads) for c in chunking.largest_first(cj.scan, cj.chunks)
+                    if c.index not in done]
 
             def on_result(result: ChunkResult) -> None:
                 done[result.index] = result

@@ -32,6 +32,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Sequence
 
 from . import ffmpeg
 from .errors import VideoError
@@ -70,6 +71,7 @@ class SourceScan:
     cuts: tuple[int, ...]
     open_cuts: frozenset[int]  # the cuts at keyframes with leading pictures (open GOP)
     digest: str
+    sizes: tuple[int, ...] = ()  # each frame's coded bytes, in presentation order (not in the digest)
 
     @property
     def frames(self) -> int:
@@ -148,6 +150,7 @@ def analyse(packets: StreamPackets) -> SourceScan | str:
     order = sorted(range(n), key=lambda i: pts[i])
     shown = [pts[i] for i in order]
     durations = [packets.durations[i] if packets.durations else 0 for i in order]
+    sizes = tuple(packets.sizes[i] for i in order) if packets.sizes else ()
     # a keyframe at decode position i cuts the stream when everything decoded before it is shown
     # before it; it is open when something decoded after it is shown before it (leading pictures)
     suffix_min = [0] * (n + 1)
@@ -166,7 +169,7 @@ def analyse(packets: StreamPackets) -> SourceScan | str:
         prefix_max = max(prefix_max, pts[i])
     digest = hashlib.sha256(repr((str(packets.time_base), pts, list(packets.durations), list(keys))).encode())
     return SourceScan(packets.time_base, tuple(shown), tuple(durations), tuple(sorted(set(cuts))),
-                      frozenset(open_cuts), digest.hexdigest()[:24])
+                      frozenset(open_cuts), digest.hexdigest()[:24], sizes)
 
 
 def chunk_count(frames: int, fps: float, workers: int, chunk_seconds: float | None = None) -> int:
@@ -222,6 +225,16 @@ def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> 
         seek_us = None if seek_from is None else math.floor(seek_from * scan.time_base * 1_000_000)
         chunks.append(Chunk(index, first, last, start, end, seek_us, keyframe))
     return tuple(chunks)
+
+
+def largest_first(scan: SourceScan, chunks: Sequence[Chunk]) -> list[Chunk]:
+    """The order to hand chunks to workers: the most coded bytes of the source first (a proxy for
+    the encoder's work, which varied twofold between equal-length chunks of one film), so that
+    the last round is made of the cheapest chunks and the workers finish together (BENCHMARKS.md,
+    issue 40). Equal or unknown sizes keep the chunks' own order."""
+    if not scan.sizes:
+        return list(chunks)
+    return sorted(chunks, key=lambda c: (-sum(scan.sizes[c.first:c.last]), c.index))
 
 
 def _cut_at_or_before(scan: SourceScan, position: int) -> int | None:

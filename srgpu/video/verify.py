@@ -27,13 +27,14 @@ _DISCARD = 0x4  # AV_PKT_FLAG_DISCARD
 class StreamPackets:
     """The packets of one stream, in file order: ``pts``, ``durations`` and ``dts`` in ticks of
     ``time_base`` (pts or dts None where a packet has none); ``keys``: whether each is a keyframe
-    as the demuxer marks it."""
+    as the demuxer marks it; ``sizes``: each packet's bytes."""
 
     time_base: Fraction
     pts: tuple[int | None, ...]
     durations: tuple[int, ...] = ()
     dts: tuple[int | None, ...] = ()
     keys: tuple[bool, ...] = ()
+    sizes: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.pts)
@@ -56,6 +57,7 @@ def stream_packets(path: Path, stream_index: int) -> StreamPackets:
     dts: list[int | None] = []
     durations: list[int] = []
     keys: list[bool] = []
+    sizes: list[int] = []
     for line in proc.stdout.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -67,8 +69,9 @@ def stream_packets(path: Path, stream_index: int) -> StreamPackets:
         pts.append(None if fields[2] == "NOPTS" else int(fields[2]))
         durations.append(int(fields[3]))
         keys.append(bool(flags & _KEY))
+        sizes.append(int(fields[4]))
     return StreamPackets(Fraction(int(m.group(2)), int(m.group(3))), tuple(pts), tuple(durations), tuple(dts),
-                         tuple(keys))
+                         tuple(keys), tuple(sizes))
 
 
 class SourceTiming:
