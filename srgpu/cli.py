@@ -463,6 +463,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
     where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
     from .video import chunked
+    from .video.api import threads_option
     from .workers import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
 
     spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
@@ -504,7 +505,10 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     else:
         runner_cm = runner = pool
     why = f" (GPU not used: {wplan.why_cpu})" if not cluster and wplan.why_cpu else ""
-    _info(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}; "
+    threads = encoder_threads(count)
+    shares = threads_option(cj.job.codec, cj.job.plan.extra_args, threads)
+    encoder = cj.job.codec + (f" on {shares[0][1]} threads each" if shares else "")
+    _info(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}, {encoder}; "
           f"model: {srcnn.describe()}", quiet)
     for note in cj.notes:
         _info(f"note: {job.src}: {note}", quiet)
@@ -512,7 +516,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     try:
         with runner_cm:
             result = chunked.upscale_chunked(cj, runner, overwrite=overwrite, progress=bar,
-                                             encoder_threads=encoder_threads(count))
+                                             encoder_threads=threads)
     finally:
         bar.close()
     for note in result.notes:

@@ -567,3 +567,25 @@ def test_workers_start_only_once_a_video_is_long(tmp_path: Path) -> None:
     cj = chunked.plan_chunked(long, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, workers=2, chunk_seconds=0.3,
                               when_long=lambda: calls.append("long"))
     assert not isinstance(cj, str) and calls == ["long"]
+
+
+def test_the_run_says_its_workers_and_encoder_threads_in_one_line(tmp_path: Path, random_npz: Path) -> None:
+    """The line that starts a chunked run says the chunks, the workers and each x264's share of
+    the cores (what the defaults chose); a user's own -threads is said as the encoder's choice."""
+    from typer.testing import CliRunner
+
+    from srgpu.cli import app
+    from srgpu.workers import encoder_threads
+
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264",
+                    out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))
+    args = ["upscale", str(src), "--model", str(random_npz), "--device", "cpu", "--preset", "ultrafast",
+            "--chunk-seconds", "0.3", "--workers", "2"]
+    result = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "a.mkv")])
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"\d+ chunks, 30 frames, on 2 CPU workers, libx264 on {encoder_threads(2)} threads each;",
+                     result.output), result.output
+    result = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "b.mkv"), "--encoder-arg=-threads",
+                                      "--encoder-arg=3"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"on 2 CPU workers, libx264; ", result.output), result.output

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from .. import outputs
 from ..engine.base import Engine, PlaneSpec
@@ -350,7 +350,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     out_streams: list[OutputStream] = []
     for s in info.streams:
         if s.index == stream.index:
-            threads = _threads_option(encoder, options.encoder_threads)
+            threads = threads_option(encoder.codec, encoder.extra_args, options.encoder_threads)
             out_streams.append(OutputStream(s.index, True, encoder.codec,
                                             (("-pix_fmt", enc_pix_fmt), *video_options, *threads)))
             continue
@@ -378,11 +378,12 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                     decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover)
 
 
-def _threads_option(encoder: EncodeOptions, threads: int | None) -> tuple[tuple[str, str], ...]:
-    """x264's share of the cores where several encoders run at once, unless the user set -threads
-    (the rule of a chunk's encoder, srgpu.video.chunked)."""
-    user_threads = any(a == "-threads" or a.startswith("-threads:") for a in encoder.extra_args)
-    if threads and encoder.codec == "libx264" and not user_threads:
+def threads_option(codec: str | None, extra_args: Sequence[str], threads: int | None) -> tuple[tuple[str, str], ...]:
+    """x264's share of the cores where several encoders run at once (``threads``, from
+    srgpu.workers.encoder_threads), unless the user set -threads: the one place this is decided,
+    for the single pipeline, a chunk's encoder and the line that says what a run does."""
+    user_threads = any(a == "-threads" or a.startswith("-threads:") for a in extra_args)
+    if threads and codec == "libx264" and not user_threads:
         return (("-threads", str(threads)),)
     return ()
 

@@ -51,7 +51,7 @@ from ..manifest import Settings, read_json, write_json
 from ..plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, mkv, verify
-from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video
+from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import VideoOptions
@@ -326,9 +326,7 @@ def _chunk_stream(job: VideoJob, threads: int | None) -> OutputStream:
     (they are the final file's, applied at the join), with a share of the CPU for the encoder."""
     s = job.plan.streams[job.plan.video_index]
     options = tuple(o for o in s.options if o[0] not in MUXER_OPTIONS)
-    user_threads = any(a == "-threads" or a.startswith("-threads:") for a in job.plan.extra_args)
-    if threads and job.codec == "libx264" and not user_threads:
-        options += (("-threads", str(threads)),)
+    options += threads_option(job.codec, job.plan.extra_args, threads)
     return OutputStream(s.src_index, True, s.codec, options)
 
 
