@@ -1,5 +1,6 @@
-"""Nothing lost on any path: RGB sources, bit depth, concealed damage, encoder settings and the
-default codec per container, each checked on tiny clips with the real bundled ffmpeg (CPU)."""
+"""Nothing lost on any path: RGB sources, bit depth, concealed damage, encoder settings, the
+default codec per container, cover art and chapters (kept, or a note says not), each checked on
+tiny clips with the real bundled ffmpeg (CPU)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_video import BicubicEngine, decode, ff, ffmpeg_children, leftovers, make_clip, stream_lines
+from test_video import BicubicEngine, decode, dump, ff, ffmpeg_children, leftovers, make_clip, stream_lines
 from typer.testing import CliRunner
 
 from srgpu import images
@@ -18,7 +19,9 @@ from srgpu.cli import app
 from srgpu.model import random_model
 from srgpu.video import ffmpeg
 from srgpu.video.api import EncodeOptions, VideoError, VideoOptions, plan_video, upscale_video
+from srgpu.video.containers import StreamPlan, container_for, plan_stream
 from srgpu.video.ffmpeg import ffmpeg_exe
+from srgpu.video.probe import StreamInfo
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +293,54 @@ def test_webm_default_codec_follows_the_container(tmp_path: Path, bicubic: Bicub
 def test_cli_codec_default_is_the_containers(tmp_path: Path) -> None:
     help_text = " ".join(CliRunner().invoke(app, ["upscale", "--help"]).stdout.split())
     assert "follows the container" in help_text and "--strict" in help_text
+
+
+# ---------------------------------------------------------------- 6. cover art and chapters, as the notes say
+
+
+def covered_source(folder: Path) -> Path:
+    """An MP4 of three 32x24 frames with a 16x16 PNG cover (an 'attached pic' stream) and two
+    chapters, which the mov demuxer also shows as a data stream (the chapter text track)."""
+    cover = folder / "cover.png"
+    ff("-f", "lavfi", "-i", "color=red:s=16x16", "-frames:v", "1", str(cover))
+    chapters = folder / "chapters.txt"
+    chapters.write_text(";FFMETADATA1\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=100\ntitle=Opening\n"
+                        "[CHAPTER]\nTIMEBASE=1/1000\nSTART=100\nEND=200\ntitle=Closing\n")
+    src = folder / "covered.mp4"
+    ff("-f", "lavfi", "-i", "testsrc=s=32x24:r=15", "-i", str(cover), "-f", "ffmetadata", "-i", str(chapters),
+       "-map", "0:v", "-map", "1:v", "-map_chapters", "2", "-frames:v:0", "3", "-c:v:0", "libx264",
+       "-preset", "ultrafast", "-c:v:1", "png", "-disposition:v:1", "attached_pic", str(src))
+    assert "bin_data" in dump(src) and "(attached pic)" in dump(src)
+    return src
+
+
+@pytest.mark.parametrize("suffix, cover_kept", [(".mp4", True), (".mov", False), (".mkv", False),
+                                                (".webm", False)])
+def test_cover_art_and_chapter_notes_match_the_output(tmp_path: Path, bicubic: BicubicEngine, suffix: str,
+                                                      cover_kept: bool) -> None:
+    """Every container keeps the chapters, and no note says otherwise (the chapter text track is
+    not 'left out': the muxer writes it again from the chapters). The cover art stays cover art
+    (MP4) or a note says it was left out; it never becomes an ordinary second video track."""
+    src = covered_source(tmp_path)
+    dst = tmp_path / f"out{suffix}"
+    notes = upscale_video(src, dst, bicubic).notes
+    text = dump(dst)
+    assert len(re.findall(r"Chapter #0:\d+", text)) == 2 and "Opening" in text and "Closing" in text, text
+    assert not any("bin_data" in n or "chapter" in n for n in notes), notes
+    videos = stream_lines(dst, "Video")
+    covers = [ln for ln in videos if "(attached pic)" in ln]
+    assert len(videos) - len(covers) == 1, videos  # the upscaled video alone, no ordinary cover track
+    cover_notes = [n for n in notes if "cover art" in n]
+    if cover_kept:
+        assert len(covers) == 1 and "png" in covers[0] and "16x16" in covers[0] and cover_notes == [], (videos, notes)
+    else:
+        assert covers == [] and len(cover_notes) == 1 and "left out" in cover_notes[0], (videos, notes)
+
+
+def test_a_data_stream_is_noted_unless_it_is_the_chapters_own_track() -> None:
+    chapter_track = StreamInfo(1, "data", "bin_data", codec_tag="text")
+    other = StreamInfo(2, "data", "bin_data", codec_tag="gpmd")  # e.g. a GoPro's telemetry
+    mp4 = container_for(".mp4")
+    assert plan_stream(mp4, ".mp4", chapter_track, chapters=True) == StreamPlan(chapter_track, None)
+    assert "left out" in (plan_stream(mp4, ".mp4", chapter_track, chapters=False).note or "")
+    assert "left out" in (plan_stream(mp4, ".mp4", other, chapters=True).note or "")

@@ -354,7 +354,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
             out_streams.append(OutputStream(s.index, True, encoder.codec,
                                             (("-pix_fmt", enc_pix_fmt), *video_options, *threads)))
             continue
-        decision = containers.plan_stream(container, dst.suffix, s)
+        decision = containers.plan_stream(container, dst.suffix, s, chapters=info.chapters > 0)
         if decision.note:
             notes.append(decision.note)
         if decision.codec is not None:

@@ -29,6 +29,8 @@ class Container:
     attachments: bool
     # the video encoder when none is named: the first of these that this ffmpeg has
     default_codecs: tuple[str, ...] = ("libx264", "libx265", "libsvtav1", "ffv1")
+    # why ffmpeg cannot write cover art (an 'attached pic' stream) into it; None: kept as cover art
+    cover_art_lost: str | None = None
 
 
 _MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "opus", "flac"})
@@ -42,16 +44,21 @@ CONTAINERS: dict[str, Container] = {
                       _MP4_VIDEO_COPY, False),
     ".mov": Container("mov", frozenset({"libx264", "libx265", "prores_ks", "prores_aw", "ffv1"}),
                       _MOV_AUDIO, "aac", frozenset({"mov_text"}), "mov_text",
-                      frozenset({"h264", "hevc", "prores", "mjpeg", "png", "ffv1", "mpeg4"}), False),
+                      frozenset({"h264", "hevc", "prores", "mjpeg", "png", "ffv1", "mpeg4"}), False,
+                      cover_art_lost="ffmpeg's mov muxer drops cover art"),  # (checked with ffmpeg 9.0)
     ".mkv": Container("matroska", None, None, "flac",
                       frozenset({"subrip", "ass", "ssa", "webvtt", "dvd_subtitle", "hdmv_pgs_subtitle",
-                                 "dvb_subtitle", "text"}), "srt", None, True),
+                                 "dvb_subtitle", "text"}), "srt", None, True,
+                      # Matroska's cover art is an attachment; given the stream, the muxer makes it an
+                      # ordinary one-frame video track instead (checked with ffmpeg 9.0, even from a .mkv)
+                      cover_art_lost="ffmpeg's Matroska muxer would make it an ordinary video track"),
     # VP9 first: it keeps what a WebM source can hold (alpha, 4:4:4, 10/12 bits) where SVT-AV1
     # takes 4:2:0 only, and every player of WebM plays it
     ".webm": Container("webm", frozenset({"libsvtav1", "libvpx-vp9", "libvpx", "libaom-av1"}),
                        frozenset({"opus", "vorbis"}), "libopus", frozenset({"webvtt"}), "webvtt",
                        frozenset({"vp8", "vp9", "av1"}), False,
-                       default_codecs=("libvpx-vp9", "libsvtav1", "libaom-av1")),
+                       default_codecs=("libvpx-vp9", "libsvtav1", "libaom-av1"),
+                       cover_art_lost="a .webm file cannot hold cover art"),
 }
 CONTAINERS[".m4v"] = CONTAINERS[".mp4"]  # the mp4 muxer (ffmpeg's guess for .m4v, 'ipod', holds less)
 CONTAINERS[".mka"] = CONTAINERS[".mkv"]
@@ -92,8 +99,9 @@ class StreamPlan:
     note: str | None = None
 
 
-def plan_stream(container: Container, suffix: str, s: StreamInfo) -> StreamPlan:
-    """What happens to a source stream that is not the upscaled one."""
+def plan_stream(container: Container, suffix: str, s: StreamInfo, chapters: bool = False) -> StreamPlan:
+    """What happens to a source stream that is not the upscaled one. ``chapters``: the source
+    has chapters (they are mapped on their own, and every container here keeps them)."""
     name = f"stream #{s.index} ({s.kind} {s.codec})"
     if s.kind == "audio":
         if container.audio_copy is None or s.codec in container.audio_copy:
@@ -110,15 +118,28 @@ def plan_stream(container: Container, suffix: str, s: StreamInfo) -> StreamPlan:
                               f"{name} converted to {container.text_subtitle_codec}: a {suffix} file "
                               f"cannot hold {s.codec}")
         return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold it")
-    if s.kind == "video":  # a second video stream or cover art: copied unchanged
+    if s.kind == "video" and s.attached_pic:
+        return _plan_cover_art(container, suffix, s, name)
+    if s.kind == "video":  # a second video stream: copied unchanged
         if container.copies_video is None or s.codec in container.copies_video:
-            what = "cover art" if s.attached_pic else "second video stream"
-            return StreamPlan(s, "copy", (), None if s.attached_pic else
-                              f"{name} copied unchanged ({what}: srgpu upscales one video stream)")
+            return StreamPlan(s, "copy", (), f"{name} copied unchanged (second video stream: srgpu "
+                                             "upscales one video stream)")
         return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold it")
     if s.kind == "attachment":
         if container.attachments:
             return StreamPlan(s, "copy")
         return StreamPlan(s, None, (), f"{name} left out: a {suffix} file cannot hold attachments")
+    if chapters and s.chapter_text:
+        # the chapters' own track: the muxer writes it again from the chapters (MP4, MOV), or
+        # holds the chapters as chapters (Matroska, WebM), so nothing is lost
+        return StreamPlan(s, None)
     return StreamPlan(s, None, (), f"{name} left out ({s.kind} streams are not copied)")
 
+
+def _plan_cover_art(container: Container, suffix: str, s: StreamInfo, name: str) -> StreamPlan:
+    """Cover art is copied only where it stays cover art, never as an ordinary video track."""
+    if container.cover_art_lost:
+        return StreamPlan(s, None, (), f"{name}, the cover art, left out: {container.cover_art_lost}")
+    if container.copies_video is None or s.codec in container.copies_video:
+        return StreamPlan(s, "copy")
+    return StreamPlan(s, None, (), f"{name}, the cover art, left out: a {suffix} file cannot hold {s.codec}")

@@ -20,6 +20,7 @@ _DISPOSITION = re.compile(r"\s*\(([a-z][a-z ]*)\)$")
 _DISPOSITIONS = {"default", "dub", "original", "comment", "lyrics", "karaoke", "forced", "hearing impaired",
                  "visual impaired", "clean effects", "attached pic", "timed thumbnails", "non-diegetic",
                  "captions", "descriptions", "metadata", "dependent", "still image", "multilayer"}
+_CODEC_TAG = re.compile(r"\((\S{1,4}) / 0x[0-9A-Fa-f]{8}\)")
 _ROTATION = re.compile(r"rotation of (-?\d+(?:\.\d+)?) degrees", re.I)
 _KEY_VALUE = re.compile(r"^\s+(\S[^:]*?)\s*: (.*)$")
 _FIELD_ORDERS = ("progressive", "top first", "bottom first", "top coded first (swapped)",
@@ -32,6 +33,7 @@ class StreamInfo:
     kind: str  # video, audio, subtitle, data, attachment
     codec: str
     language: str | None = None
+    codec_tag: str | None = None  # the container's fourcc, where ffmpeg shows one ("text" in "(text / 0x74786574)")
     dispositions: tuple[str, ...] = ()
     metadata: tuple[tuple[str, str], ...] = ()
     # video
@@ -53,6 +55,12 @@ class StreamInfo:
     @property
     def attached_pic(self) -> bool:
         return "attached pic" in self.dispositions
+
+    @property
+    def chapter_text(self) -> bool:
+        """An MP4/QuickTime chapter track as the mov demuxer shows it (a data stream of 'text'
+        samples): the chapters' titles again, which a muxer writes anew from the chapters."""
+        return self.kind == "data" and self.codec == "bin_data" and self.codec_tag == "text"
 
     def meta(self, key: str) -> str | None:
         return next((v for k, v in self.metadata if k.lower() == key.lower()), None)
@@ -193,6 +201,9 @@ def _parse_stream(m: re.Match) -> dict:
     s: dict = {"index": index, "kind": kind, "codec": fields[0].split()[0] if fields and fields[0] else "none",
                "language": language if language and language != "und" else None,
                "dispositions": tuple(dispositions)}
+    tag = _CODEC_TAG.search(fields[0]) if fields else None
+    if tag:
+        s["codec_tag"] = tag.group(1)
     if kind == "video":
         _parse_video(fields[1:], s)
     elif kind == "audio":
