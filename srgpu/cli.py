@@ -610,6 +610,44 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
         progress.close()
 
 
+# ---------------------------------------------------------------- compare
+
+
+@app.command("compare")
+def compare_command(
+    input: Path = typer.Argument(..., metavar="INPUT", help="An image, or a video."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="OUTPUT.png", help="The comparison picture (PNG)."),
+    at: Optional[str] = typer.Option(None, "--at", metavar="TIME", help="A video's frame at TIME: seconds (12.5) or "
+                                     "HH:MM:SS(.ms) (default: the middle of the video); an error for an image."),
+    crop: Optional[str] = typer.Option(None, "--crop", metavar="WxH+X+Y", help="The window of the source to show, in "
+                                       "source pixels; WxH: that size where the detail is (default: 256/scale "
+                                       "pixels square, where the detail is: the highest gradient energy)."),
+    model: List[str] = typer.Option([], "--model", "-m", metavar="MODEL", help="A model to show (repeatable; "
+                                    "default 9-1-5): " + MODEL_HELP),
+    scale: int = typer.Option(2, "--scale", "-s", metavar="2|3|4", help="Upscale factor: 2, 3 or 4."),
+    device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
+    precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT.png if it exists."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages, errors only."),
+) -> None:
+    """One PNG with the same crop side by side at the output scale: the source enlarged by nearest
+    neighbour and by bicubic, and by srgpu with each --model, labelled."""
+    from . import compare as comparing
+
+    with _reported():
+        when = comparing.parse_time(at) if at is not None else None
+        window = comparing.Crop.parse(crop) if crop is not None else None
+        comparing.check_output(output, input, overwrite)
+        models = [(comparing.model_label(spec), resolve_model(spec, scale)) for spec in model or [DEFAULT_ARCH]]
+        with contextlib.ExitStack() as stack:
+            engines = [(label, stack.enter_context(_make_engine(device, srcnn, scale, quiet, precision)))
+                       for label, srcnn in models]
+            result = comparing.compare(input, engines, window, when)
+        comparing.write(result, output, overwrite)
+        if not quiet:
+            print(f"wrote {output} ({result.describe()})")
+
+
 # ---------------------------------------------------------------- eval
 
 
