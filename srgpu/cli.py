@@ -24,6 +24,7 @@ from .engine import Engine, EngineError, GPUOptions, create_engine
 from .imagefile import ImageFileError
 from .images import DEFAULT_MAX_PIXELS, BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
+from .summary import Chunks, JsonReport
 from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
 
 app = typer.Typer(
@@ -347,9 +348,13 @@ def upscale(
     cluster: Optional[str] = typer.Option(None, "--cluster", metavar="ADDRESS", help="Send a long video's chunks, or "
                                           "a folder's files, to a running Dask cluster (tcp://scheduler:8786; needs "
                                           "srgpu[cluster])."),
+    json_out: bool = typer.Option(False, "--json", help="At the end, one JSON object on stdout (docs/json.md): "
+                                  "each input's output, status, frames, seconds, fps, device, model, encoder and "
+                                  "notes, the totals and the exit status; the human lines go to stderr."),
 ) -> None:
     """Upscale an image, a video, or a folder of them with SRCNN."""
-    with _reported():
+    report = JsonReport(input, output, enabled=json_out)
+    with _reported(), report.running():
         image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
                                      max_pixels=_max_pixels(max_megapixels))
         if cluster is not None:
@@ -359,19 +364,21 @@ def upscale(
             # a task names files, and a cluster's worker opens them from its own working directory
             input, output = _absolute(input), _absolute(output)
         _forget_finished_chunks(output, quiet)
-        plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
+        plan = report.plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
                                                     extra_args=tuple(encoder_arg)),
                                video_stream=video_stream, hwdec=hwdec, strict=strict)
+        report.set(model=srcnn.name, arch=srcnn.arch, scale=scale, precision=precision, encode=video.encode)
         if plan.single and plan.jobs[0].kind == "video" and chunk_seconds != 0:
             if _upscale_in_chunks(plan.jobs[0], srcnn, scale, video, overwrite, quiet, device, precision,
-                                  workers, gpus, chunk_seconds, cluster):
+                                  workers, gpus, chunk_seconds, cluster, report):
                 return
         elif not plan.single:
             on_workers = _upscale_folder_on_workers(plan, srcnn, scale, video, image_options, quiet, device,
-                                                    precision, workers, gpus, cluster)
+                                                    precision, workers, gpus, cluster, report)
             if isinstance(on_workers, BatchResult):
+                report.batch(on_workers)
                 _report_batch(on_workers, quiet)
                 if on_workers.exit_code:
                     raise typer.Exit(on_workers.exit_code)
@@ -381,13 +388,15 @@ def upscale(
             _info("note: --workers, --gpus and --cluster apply to a long video (cut into chunks) and to folders; "
                   "one image runs in this process", quiet)
         with _make_engine(device, srcnn, scale, quiet, precision) as engine:
+            report.engine(engine, _describe_engine(engine))
             progress = _Progress(plan, quiet)
             try:
                 result = run_batch(plan, engine, video, on_start=progress.start,
-                                   on_done=progress.done, on_frames=progress.frames_done,
+                                   on_done=report.watch(progress.done), on_frames=progress.frames_done,
                                    on_rows=progress.rows_done, images=image_options)
             finally:
                 progress.close()
+        report.batch(result)
         _report_batch(result, quiet)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
@@ -406,10 +415,11 @@ class _ChunkBar:
     def __init__(self, name: str, quiet: bool) -> None:
         self.name, self.quiet = name, quiet
         self.bar: tqdm | _LogBar | None = None
-        self.done = self.total = 0
+        self.done = self.total = self.reused = self.reused_frames = 0
 
     def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None:
         self.done, self.total = chunks_done, chunks
+        self.reused, self.reused_frames = chunks_done, frames_done  # made by an interrupted run (--json)
         if self.quiet:
             return
         if chunks_done:
@@ -459,7 +469,7 @@ def _forget_finished_chunks(output: Path, quiet: bool) -> None:
 
 def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOptions, overwrite: bool, quiet: bool,
                        device: str, precision: str, workers: int | None, gpus: str | None,
-                       chunk_seconds: float | None, cluster: str | None) -> bool:
+                       chunk_seconds: float | None, cluster: str | None, report: "JsonReport") -> bool:
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
     where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
     from .video import chunked
@@ -502,8 +512,11 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
         engine = _make_engine(wplan.devices[0], srcnn, scale, quiet, precision)
         runner_cm = engine
         runner = InProcess(engine)
+        report.engine(engine, _describe_engine(engine))
     else:
         runner_cm = runner = pool
+    if cluster or count != 1:
+        report.workers(what, gpu=bool(cluster) or bool(wplan.gpus))
     why = f" (GPU not used: {wplan.why_cpu})" if not cluster and wplan.why_cpu else ""
     threads = encoder_threads(count)
     shares = threads_option(cj.job.codec, cj.job.plan.extra_args, threads)
@@ -522,6 +535,7 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     for note in result.notes:
         if note not in cj.notes:
             _info(f"note: {job.src}: {note}", quiet)
+    report.chunked(job, result, Chunks(len(cj.chunks), bar.reused, bar.reused_frames), result.seconds)
     if not quiet:
         print(f"wrote {result.output} ({result.frames} frames, {len(cj.chunks)} chunks, "
               f"{time.monotonic() - started:.1f} s)")
@@ -571,7 +585,8 @@ def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
 
 def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video: VideoOptions,
                                images: ImageOptions, quiet: bool, device: str, precision: str,
-                               workers: int | None, gpus: str | None, cluster: str | None) -> BatchResult | str:
+                               workers: int | None, gpus: str | None, cluster: str | None,
+                               report: "JsonReport") -> BatchResult | str:
     """A folder whose files go to the chunk workers, one file per task (srgpu.batch_workers: when
     that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
     import dataclasses
@@ -596,6 +611,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
         if wplan.why_cpu:
             what += f" (GPU not used: {wplan.why_cpu})"
         runner_cm = LocalPool(spec, wplan.devices)
+    report.workers(what, gpu=bool(cluster) or bool(wplan.gpus))
     _info(f"{len(plan.jobs)} files, one per task, on {what}; model: {srcnn.describe()}", quiet)
     video = dataclasses.replace(video, encoder_threads=encoder_threads(count))
     progress = _FilesProgress(plan, quiet)
@@ -605,6 +621,44 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
                              on_frames=progress.frames, max_pixels=images.max_pixels)
     finally:
         progress.close()
+
+
+# ---------------------------------------------------------------- compare
+
+
+@app.command("compare")
+def compare_command(
+    input: Path = typer.Argument(..., metavar="INPUT", help="An image, or a video."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="OUTPUT.png", help="The comparison picture (PNG)."),
+    at: Optional[str] = typer.Option(None, "--at", metavar="TIME", help="A video's frame at TIME: seconds (12.5) or "
+                                     "HH:MM:SS(.ms) (default: the middle of the video); an error for an image."),
+    crop: Optional[str] = typer.Option(None, "--crop", metavar="WxH+X+Y", help="The window of the source to show, in "
+                                       "source pixels; WxH: that size where the detail is (default: 256/scale "
+                                       "pixels square, where the detail is: the highest gradient energy)."),
+    model: List[str] = typer.Option([], "--model", "-m", metavar="MODEL", help="A model to show (repeatable; "
+                                    "default 9-1-5): " + MODEL_HELP),
+    scale: int = typer.Option(2, "--scale", "-s", metavar="2|3|4", help="Upscale factor: 2, 3 or 4."),
+    device: str = typer.Option("auto", "--device", "-d", metavar="auto|cpu|cuda[:N]", help="auto, cpu, cuda or cuda:N."),
+    precision: str = typer.Option("auto", "--precision", metavar="fp32|fp16|auto", help=PRECISION_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT.png if it exists."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No messages, errors only."),
+) -> None:
+    """One PNG with the same crop side by side at the output scale: the source enlarged by nearest
+    neighbour and by bicubic, and by srgpu with each --model, labelled."""
+    from . import compare as comparing
+
+    with _reported():
+        when = comparing.parse_time(at) if at is not None else None
+        window = comparing.Crop.parse(crop) if crop is not None else None
+        comparing.check_output(output, input, overwrite)
+        models = [(comparing.model_label(spec), resolve_model(spec, scale)) for spec in model or [DEFAULT_ARCH]]
+        with contextlib.ExitStack() as stack:
+            engines = [(label, stack.enter_context(_make_engine(device, srcnn, scale, quiet, precision)))
+                       for label, srcnn in models]
+            result = comparing.compare(input, engines, window, when)
+        comparing.write(result, output, overwrite)
+        if not quiet:
+            print(f"wrote {output} ({result.describe()})")
 
 
 # ---------------------------------------------------------------- eval

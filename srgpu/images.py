@@ -128,6 +128,7 @@ class Outcome:
     notes: tuple[str, ...] = ()  # what was done differently from the source, and why
     redone: bool = False  # done, replacing an output srgpu had made before (a note says why)
     unrecorded: bool = False  # skipped: the output exists and srgpu has no record of making it
+    video: "_video.VideoResult | None" = None  # a video done: what srgpu.video wrote and verified (frames, fps)
 
 
 @dataclass(frozen=True)
@@ -1127,7 +1128,7 @@ def run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
     detail = f"{result.frames} frames, {w}x{h}, {result.codec} {result.pix_fmt}, {result.fps:.1f} fps"
     if result.decoder != "software":  # NVDEC decoded some or all of it
         detail += f", decoded by {result.decoder}"
-    return Outcome(job, "done", detail, notes=tuple(result.notes))
+    return Outcome(job, "done", detail, notes=tuple(result.notes), video=result)
 
 
 def naming(src: Path, message: str) -> str:
