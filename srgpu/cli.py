@@ -21,8 +21,10 @@ from tqdm import tqdm
 
 from . import __version__
 from .engine import Engine, EngineError, GPUOptions, create_engine
-from .imagefile import ImageFileError
-from .images import DEFAULT_MAX_PIXELS, BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
+from .errors import ImageFileError
+from .images.upscale import DEFAULT_MAX_PIXELS
+from .batch.plan import BatchError, BatchResult, Job, Outcome, Plan, plan_batch
+from .batch.local import ImageOptions, run_batch
 from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
 
@@ -38,11 +40,11 @@ app = typer.Typer(
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input or environment, reported in one line."""
-    from .degrade import DegradeError
-    from .demo import DemoError
-    from .images import _video
+    from .tools.degrade import DegradeError
+    from .tools.demo import DemoError
+    from .batch.plan import _video
 
-    from .workers import WorkerError
+    from .batch.pool import WorkerError
 
     errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError,
                                          DegradeError]
@@ -353,7 +355,7 @@ def upscale(
         image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
                                      max_pixels=_max_pixels(max_megapixels))
         if cluster is not None:
-            from .cluster import check_address
+            from .batch.cluster import check_address
 
             cluster = check_address(cluster)
             # a task names files, and a cluster's worker opens them from its own working directory
@@ -463,11 +465,11 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
     where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
     from .video import chunked
-    from .workers import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
+    from .batch.pool import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
 
     spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
     if cluster:
-        from .cluster import DaskRunner
+        from .batch.cluster import DaskRunner
 
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
@@ -544,7 +546,7 @@ class _FilesProgress:
 
 def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
     """The encoder every video of a folder gets, if they share one (the default worker count
-    depends on it: srgpu.workers.default_workers); None where they differ or one cannot be decided
+    depends on it: srgpu.batch.pool.default_workers); None where they differ or one cannot be decided
     now (that file's own error comes when it runs)."""
     from .video.api import video_codec
     from .video.errors import VideoError
@@ -559,19 +561,19 @@ def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
 def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video: VideoOptions,
                                images: ImageOptions, quiet: bool, device: str, precision: str,
                                workers: int | None, gpus: str | None, cluster: str | None) -> BatchResult | str:
-    """A folder whose files go to the chunk workers, one file per task (srgpu.batch_workers: when
+    """A folder whose files go to the chunk workers, one file per task (srgpu.batch.pool_files: when
     that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
     import dataclasses
 
-    from .batch_workers import may_use_workers, run_files, use_workers
-    from .workers import EngineSpec, LocalPool, encoder_threads, plan_workers
+    from .batch.pool_files import may_use_workers, run_files, use_workers
+    from .batch.pool import EngineSpec, LocalPool, encoder_threads, plan_workers
 
     explicit = workers is not None or gpus is not None
     if not may_use_workers(plan, explicit, cluster is not None):
         return device
     spec = EngineSpec(srcnn, scale, device=device, precision=precision)
     if cluster:
-        from .cluster import DaskRunner
+        from .batch.cluster import DaskRunner
 
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
@@ -600,7 +602,7 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
 def eval_report(results: list, scale: int, model: SRCNNModel, degradation: object = None) -> dict:
     """The ``eval --json`` object (schema in README.md); ``degradation`` (--degrade) is recorded
     only where given, so a clean evaluation's object is what it always was."""
-    from .evaluate import mean_scores
+    from .tools.evaluate import mean_scores
 
     def scores(s: object) -> dict:
         return {"psnr": float(s.psnr), "ssim": float(s.ssim)}  # type: ignore[attr-defined]
@@ -630,8 +632,8 @@ def eval_command(
 ) -> None:
     """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64);
     with --degrade, on compressed LR inputs."""
-    from .degrade import parse_degradation
-    from .evaluate import evaluate_folder, image_files
+    from .tools.degrade import parse_degradation
+    from .tools.evaluate import evaluate_folder, image_files
 
     with _reported():
         degradation = None
@@ -692,8 +694,8 @@ def _module_version(name: str) -> str:
 @app.command()
 def info() -> None:
     """Versions, CUDA devices (or why none is usable) and the models available."""
-    from .gpuinfo import cuda_status
-    from .images import video_support
+    from .engine.gpuinfo import cuda_status
+    from .batch.plan import video_support
 
     print(f"srgpu {__version__} (python {platform.python_version()}, {platform.machine()})")
     for name in ("numpy", "cv2", "cupy", "typer", "tqdm", "imageio_ffmpeg"):
@@ -743,8 +745,8 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
 ) -> None:
     """Render a short clip from ffmpeg's test source and upscale it x2 with the default model."""
-    from .demo import ClipSpec, DemoError, render_clip
-    from .images import video_support
+    from .tools.demo import ClipSpec, DemoError, render_clip
+    from .batch.plan import video_support
 
     with _reported():
         if not video_support():
@@ -808,7 +810,7 @@ def tune_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
 ) -> None:
     """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
-    from . import bench as tuning
+    from .tools import bench as tuning
 
     lr_shape = _frame_size(size)
     with _reported():
@@ -867,7 +869,7 @@ def bench_command(
         _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, hwdec,
                         json_out, log)
         return
-    from . import bench as benchmark
+    from .tools import bench as benchmark
 
     with _reported():
         index = _cuda_index(device)
@@ -883,7 +885,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
                     json_out: bool, log: Optional[Callable[[str], None]]) -> None:
     import tempfile
 
-    from . import bench_video
+    from .tools import bench_video
 
     options = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset), hwdec=hwdec)
     with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
@@ -901,7 +903,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
 def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, precision: str, jobs: Optional[int],
                   png_compression: Optional[int], fmt: Optional[str], json_out: bool,
                   log: Optional[Callable[[str], None]]) -> None:
-    from . import bench_folder
+    from .tools import bench_folder
     from .engine.select import parse_device
 
     with _reported():
@@ -924,7 +926,7 @@ def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, p
 
 def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:
     from .kernels.launch import gpu_key
-    from .plans import cached_plans
+    from .engine.plans import cached_plans
 
     lines = []
     for key, plan in cached_plans(gpu_key(name, compute_capability)):
