@@ -476,7 +476,7 @@ def test_progress_shows_no_rate_for_files_skipped_at_once(tmp_path, random_npz):
 
 
 def test_progress_rate_is_this_runs_work_over_real_time(monkeypatch, capsys):
-    import srgpu.cli as cli
+    import srgpu.cli.progress as cli
 
     now = [100.0]
     monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])

@@ -352,7 +352,7 @@ def test_cli_tune_and_bench_refuse_the_cpu_and_bad_sizes() -> None:
 
 
 def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from srgpu.cli import _cached_plan_lines
+    from srgpu.cli.commands import _cached_plan_lines
     from srgpu.kernels.launch import gpu_key
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -452,7 +452,7 @@ def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkey
     is skipped, as load_cached skips it."""
     import json
 
-    from srgpu.cli import _cached_plan_lines
+    from srgpu.cli.commands import _cached_plan_lines
     from srgpu.kernels.launch import gpu_key
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

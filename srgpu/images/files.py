@@ -165,10 +165,6 @@ def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | 
     return image, found.get(cv2.IMAGE_METADATA_EXIF), icc
 
 
-def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> bytes:
-    return bytes(encode_image_data(image, extension, jpeg_quality=jpeg_quality).data)
-
-
 def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = None,
                       jpeg_quality: int = 95) -> Encoded:
     """The file's bytes, with ``icc`` embedded where the format can hold it (else a note says it
