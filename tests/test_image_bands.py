@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from srgpu import cli
+from srgpu.cli import progress as cli_progress
 from srgpu.images import files as imagefile
 from srgpu.images import upscale as images_upscale
 from srgpu.color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
@@ -102,7 +103,7 @@ def test_progress_moves_inside_a_large_image(tmp_path, monkeypatch) -> None:
     model = tmp_path / "m.npz"
     save_npz(random_model("9-1-5", seed=1, scale=2), model)
     monkeypatch.setattr(images_upscale, "BAND_OUTPUT_PIXELS", 16 * 4 * 10)  # 10 input rows a band: 4 bands
-    monkeypatch.setattr(cli, "LOG_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(cli_progress, "LOG_PROGRESS_EVERY", 0.0)
     r = CliRunner().invoke(cli.app, ["upscale", str(src), "-o", str(tmp_path / "out.png"), "--model", str(model),
                                      "--device", "cpu"])
     assert r.exit_code == 0, r.output
