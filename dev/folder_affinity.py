@@ -72,14 +72,15 @@ def main() -> int:
     args = ap.parse_args()
 
     import srgpu.cpus
-    import srgpu.images
-    from srgpu.bench_folder import codec_floor
+    import srgpu.batch.local as images
+    from srgpu.tools.bench_folder import codec_floor
     from srgpu.engine import GPUOptions, create_engine
-    from srgpu.images import plan_batch, run_batch
+    from srgpu.batch.plan import plan_batch
+    from srgpu.batch.local import run_batch
     from srgpu.model import resolve_model
 
     cores = srgpu.cpus.cpu_cores()  # the process's share, read before the engine's thread is pinned to one CPU
-    srgpu.images.cpu_cores = lambda: cores  # type: ignore[assignment]  # (the codec pools' size)
+    srgpu.batch.local.cpu_cores = lambda: cores  # type: ignore[assignment]  # (the codec pools' size)
     place = Placement()
     print(f"CPUs {len(place.all)}; CPU 0's SMT siblings {sorted(siblings(min(place.all)))}; "
           f"codec CPUs when pinned {len(place.codecs)}")

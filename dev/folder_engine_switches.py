@@ -98,7 +98,8 @@ def main() -> int:
     import srgpu.engine.imageproc as imageproc
     from dev.profile_folder_engine import one_pass
     from srgpu.engine import GPUOptions, create_engine
-    from srgpu.images import plan_batch, run_batch
+    from srgpu.batch.plan import plan_batch
+    from srgpu.batch.local import run_batch
     from srgpu.model import resolve_model
 
     if args.hold_gil_copy:
@@ -109,7 +110,7 @@ def main() -> int:
 
     breakdown = None
     if args.breakdown:
-        import srgpu.images as im
+        import srgpu.batch.local as im
         import srgpu.engine.overlap as ov
 
         breakdown = Breakdown()

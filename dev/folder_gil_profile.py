@@ -30,7 +30,8 @@ KINDS = (("reader", "_Readers._read"), ("writer", "_Writers._run"), ("engine", "
 
 def run(args: argparse.Namespace) -> int:
     from srgpu.engine import GPUOptions, create_engine
-    from srgpu.images import ImageOptions, plan_batch, run_batch
+    from srgpu.batch.local import ImageOptions, run_batch
+    from srgpu.batch.plan import plan_batch
     from srgpu.model import resolve_model
 
     model, scale = resolve_model(args.model, args.scale), args.scale

@@ -46,11 +46,12 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, action="append", default=[])
     args = ap.parse_args()
 
-    import srgpu.images as images_mod
-    from srgpu.bench_folder import codec_floor
+    import srgpu.batch.local as images_mod
+    from srgpu.tools.bench_folder import codec_floor
     from srgpu.cpus import cpu_cores
     from srgpu.engine import GPUOptions, create_engine
-    from srgpu.images import ImageOptions, plan_batch, run_batch
+    from srgpu.batch.local import ImageOptions, run_batch
+    from srgpu.batch.plan import plan_batch
     from srgpu.model import resolve_model
 
     arrangements = [("base", None, None)] + [(f"nice {n}", n, None) for n in args.nice] + \

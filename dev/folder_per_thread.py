@@ -27,10 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from srgpu.bench_folder import codec_floor  # noqa: E402
+from srgpu.tools.bench_folder import codec_floor  # noqa: E402
 from srgpu.engine import GPUOptions, create_engine  # noqa: E402
-from srgpu.imagefile import read_image_data, write_image_atomic  # noqa: E402
-from srgpu.images import ImageOptions, plan_batch, run_batch  # noqa: E402
+from srgpu.images.files import read_image_data, write_image_atomic  # noqa: E402
+from srgpu.batch.local import ImageOptions, run_batch
+from srgpu.batch.plan import plan_batch  # noqa: E402
 from srgpu.model import builtin_path, load_npz  # noqa: E402
 
 

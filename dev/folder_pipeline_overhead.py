@@ -35,11 +35,13 @@ sys.path.insert(0, str(ROOT))
 
 import contextlib  # noqa: E402
 
-import srgpu.images as images_mod  # noqa: E402
-from srgpu.bench_folder import codec_floor  # noqa: E402
+import srgpu.batch.local as images_mod
+from srgpu.tools.bench_folder import codec_floor  # noqa: E402
 from srgpu.engine.base import Engine  # noqa: E402
-from srgpu.imagefile import ImageData, encode_params  # noqa: E402
-from srgpu.images import ImageOptions, Outcome, _Ticket, plan_batch, run_batch  # noqa: E402
+from srgpu.images.files import ImageData, encode_params  # noqa: E402
+from srgpu.batch.local import ImageOptions, run_batch
+from srgpu.batch.plan import Outcome, plan_batch
+from srgpu.images.upscale import _Ticket  # noqa: E402
 from srgpu.model import builtin_path, load_npz  # noqa: E402
 
 

@@ -39,7 +39,7 @@ def _attach(name: str) -> None:
 
 
 def _read(src: str, slot: int) -> tuple[tuple[int, ...], str]:
-    from srgpu.imagefile import read_image_data
+    from srgpu.images.files import read_image_data
 
     data = read_image_data(src, "bgr")
     px = data.pixels
@@ -50,7 +50,7 @@ def _read(src: str, slot: int) -> tuple[tuple[int, ...], str]:
 
 
 def _write(dst: str, slot: int, shape: tuple[int, ...], dtype: str) -> int:
-    from srgpu.imagefile import write_image_atomic
+    from srgpu.images.files import write_image_atomic
 
     px = np.ndarray(shape, np.dtype(dtype), buffer=_arena.buf, offset=slot * SLOT)  # type: ignore[union-attr]
     return write_image_atomic(Path(dst), px, replace=True, icc=None, order="bgr", scratch=True).size
@@ -119,17 +119,18 @@ def main() -> int:
     ap.add_argument("--resize", action="store_true", help="cv2.resize as the engine (no GPU; to try it anywhere)")
     args = ap.parse_args()
 
-    from srgpu.bench_folder import codec_floor
+    from srgpu.tools.bench_folder import codec_floor
     from srgpu.cpus import cpu_cores
     from srgpu.engine import GPUOptions, create_engine
-    from srgpu.images import ImageOptions, plan_batch, run_batch
+    from srgpu.batch.local import ImageOptions, run_batch
+    from srgpu.batch.plan import plan_batch
     from srgpu.model import resolve_model
 
     jobs = args.jobs or cpu_cores()
     slots = 4 * jobs + 16
     t0 = time.perf_counter()
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["numpy", "cv2", "srgpu.imagefile"])
+    ctx.set_forkserver_preload(["numpy", "cv2", "srgpu.images.files"])
     arena = shared_memory.SharedMemory(create=True, size=slots * SLOT)
     pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_attach, initargs=(arena.name,))
     list(pool.map(time.sleep, [0.0] * jobs * 4))

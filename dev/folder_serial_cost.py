@@ -28,8 +28,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from srgpu.imagefile import encode_params, read_image_data, write_image_atomic  # noqa: E402
-from srgpu.images import Looked, OutputFolders, Resume, _check_alpha, fit_to_format, plan_batch, prepare_job  # noqa: E402
+from srgpu.images.files import encode_params, read_image_data, write_image_atomic  # noqa: E402
+from srgpu.batch.resume import Looked, Resume
+from srgpu.batch.tasks import OutputFolders, prepare_job
+from srgpu.images.upscale import _check_alpha, fit_to_format
+from srgpu.batch.plan import plan_batch  # noqa: E402
 from srgpu.model import builtin_path, load_npz  # noqa: E402
 from srgpu.video.options import VideoOptions  # noqa: E402
 

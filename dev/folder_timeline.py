@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from srgpu import images as images_mod  # noqa: E402
+from srgpu.batch import local as images_mod  # noqa: E402
+from srgpu.batch.plan import plan_batch  # noqa: E402
 from srgpu.engine import GPUOptions, create_engine  # noqa: E402
 from srgpu.engine import imageproc  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
@@ -65,7 +66,7 @@ def main() -> int:
             engine = create_engine("cuda", resolve_model(args.model, 2), 2, GPUOptions(precision="auto", cache_dir=cache))
             timed(engine, "plan_for", "plan_for")
             EVENTS.clear()
-            plan = images_mod.plan_batch(args.folder, Path(tmp) / f"out{run}")
+            plan = plan_batch(args.folder, Path(tmp) / f"out{run}")
             prof = cProfile.Profile() if args.profile and run == args.runs - 1 else None
             t0 = time.perf_counter()
             if prof:

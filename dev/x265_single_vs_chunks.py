@@ -18,7 +18,7 @@ from srgpu.model import resolve_model  # noqa: E402
 from srgpu.video import chunked  # noqa: E402
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
-from srgpu.workers import EngineSpec, LocalPool  # noqa: E402
+from srgpu.batch.pool import EngineSpec, LocalPool  # noqa: E402
 
 
 def main() -> None:  # the pool's workers import this module: nothing runs at import

@@ -82,11 +82,6 @@ class BinarySRCNNModel(NetworkShape):
         return f"{self.arch}-binary"
 
     @property
-    def float_macs_per_pixel(self) -> int:
-        """conv1 + conv3 multiply-adds (conv2 is binary: :attr:`layer`'s word operations)."""
-        return self.n1 * self.f1**2 + self.n2 * self.f3**2
-
-    @property
     def layer(self) -> binary.BinaryLayer:
         return binary.BinaryLayer("conv2", self.n1, self.n2, self.f2)
 

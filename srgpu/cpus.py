@@ -20,7 +20,7 @@ def cpu_cores() -> int:
 
 
 def strip_pool() -> ThreadPoolExecutor:
-    """The threads a large image file is encoded on, in strips (srgpu.jpegstrips, srgpu.pngstrips):
+    """The threads a large image file is encoded on, in strips (srgpu.images.jpegstrips, srgpu.images.pngstrips):
     one per core, shared by every file being written (their tasks never wait on one another)."""
     global _strip_pool
     with _strip_pool_lock:

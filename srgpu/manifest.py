@@ -15,7 +15,7 @@ lies inside the input folder):
   next run reads it after the manifest, so every output that was finished is known, and an output
   that was being written (``begin`` without ``done``) is known to be srgpu's and redone.
 
-Nothing here decides what to do with an output: srgpu.images does (see ``Resume``).
+Nothing here decides what to do with an output: srgpu.batch.local does (see ``Resume``).
 """
 
 from __future__ import annotations

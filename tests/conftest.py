@@ -205,7 +205,7 @@ def read_only_dir(tmp_path: Path):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any(item.get_closest_marker("gpu") for item in items):
         return
-    from srgpu.gpuinfo import cuda_status
+    from srgpu.engine.gpuinfo import cuda_status
 
     status = cuda_status()
     if status.usable:

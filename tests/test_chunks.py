@@ -20,7 +20,7 @@ from srgpu.video.chunks import Chunk
 from srgpu.video.ffmpeg import ffmpeg_exe
 from srgpu.video.reader import FrameWindow, Reader
 from srgpu.video.verify import StreamPackets, stream_packets
-from srgpu.workers import InProcess
+from srgpu.batch.pool import InProcess
 from test_video import (BicubicEngine, assert_same_frames, decode, dump, duration, ff, leftovers, make_clip, packets,
                         rotation, stream_lines)
 

@@ -1,4 +1,4 @@
-"""The chunks of a video as tasks of a Dask cluster (srgpu.cluster): a LocalCluster of two worker
+"""The chunks of a video as tasks of a Dask cluster (srgpu.batch.cluster): a LocalCluster of two worker
 processes on the CPU makes the same output as this process alone, also when a worker is killed
 while it makes a chunk (the scheduler gives the chunk to another worker)."""
 
@@ -17,7 +17,7 @@ distributed = pytest.importorskip("distributed")
 
 from srgpu.model import random_model  # noqa: E402
 from srgpu.video import chunked  # noqa: E402
-from srgpu.workers import EngineSpec, InProcess  # noqa: E402
+from srgpu.batch.pool import EngineSpec, InProcess  # noqa: E402
 from test_chunks_resume import OPTIONS, content  # noqa: E402
 from test_video import leftovers, make_clip  # noqa: E402
 from test_chunks import X264_GOP  # noqa: E402
@@ -47,7 +47,7 @@ def clip_and_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
 
 
 def test_dask_workers_make_the_same_output(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     src, reference = clip_and_reference
     runner = DaskRunner(cluster, SPEC)
@@ -61,7 +61,7 @@ def test_dask_workers_make_the_same_output(tmp_path: Path, cluster, clip_and_ref
 
 
 def test_a_dask_worker_killed_mid_chunk(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     src, reference = clip_and_reference
     runner = DaskRunner(cluster, SPEC)
@@ -112,7 +112,7 @@ CLIPS = {
 @pytest.mark.parametrize("kind", sorted(CLIPS))
 def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:  # type: ignore[no-untyped-def]
     """The same chunked job on the cluster and in this process: the same file content."""
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     src = make_clip(tmp_path / ("src.mkv" if "hevc" in kind else "src.mp4"), **CLIPS[kind])  # type: ignore[arg-type]
     outputs = {}
@@ -284,8 +284,8 @@ def test_a_worker_that_finds_another_file_fails_naming_both(tmp_path: Path, clus
     """The source's path leads a worker to another file than the coordinator's (here: the link
     moved after planning, as a node whose mount or copy differs): that chunk fails before it decodes
     a frame, in one line naming the coordinator's file and the worker's, and nothing is published."""
-    from srgpu.cluster import DaskRunner
-    from srgpu.workers import WorkerError
+    from srgpu.batch.cluster import DaskRunner
+    from srgpu.batch.pool import WorkerError
 
     one, other = _same_timing_clips(tmp_path / "clips")
     src, dst = tmp_path / "clip.mp4", tmp_path / "out.mkv"
@@ -351,7 +351,7 @@ def _ours(cluster) -> int:  # type: ignore[no-untyped-def]
 def test_a_lost_worker_costs_only_the_chunk_it_was_making(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
     """A worker killed (SIGKILL) after it made chunks, while it makes another: no verified chunk is
     made again or rewritten, the output is the reference, and no task is left once srgpu is done."""
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     src, reference = clip_and_reference
     cluster.wait_for_workers(2, timeout=60)
@@ -395,7 +395,7 @@ def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_refe
     """A run stopped (Ctrl-C) while the cluster makes its chunks: once upscale_chunked has raised,
     every task is cancelled or ended (nothing more is written), and a rerun resumes to the
     reference."""
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     src, reference = clip_and_reference
     cluster.wait_for_workers(2, timeout=60)

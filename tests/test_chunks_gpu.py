@@ -12,7 +12,7 @@ import pytest
 from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
-from srgpu.workers import EngineSpec, LocalPool
+from srgpu.batch.pool import EngineSpec, LocalPool
 from test_chunks import shown
 from test_video import decode, leftovers
 
@@ -64,7 +64,7 @@ def test_several_workers_share_one_gpu(tmp_path: Path, clip: Path, single: Path)
 
 def test_dask_workers_share_the_gpu(tmp_path: Path, clip: Path, single: Path) -> None:
     distributed = pytest.importorskip("distributed")
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
                                   dashboard_address=None) as local, distributed.Client(local) as client:
@@ -93,7 +93,7 @@ def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> Non
 
 def test_chunks_on_two_gpus(tmp_path: Path, clip: Path, single: Path) -> None:
     """One chunk worker on each of two GPUs (a machine with one GPU skips this)."""
-    from srgpu.gpuinfo import cuda_status
+    from srgpu.engine.gpuinfo import cuda_status
 
     if len(cuda_status().devices) < 2:
         pytest.skip("one usable GPU: nothing to spread over")

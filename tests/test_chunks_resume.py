@@ -22,7 +22,7 @@ from srgpu.model import random_model, save_npz
 from srgpu.video import chunked, chunks
 from srgpu.video.api import EncodeOptions, VideoOptions
 from srgpu.video.ffmpeg import ffmpeg_exe
-from srgpu.workers import EngineSpec, InProcess, LocalPool, WorkerError, plan_workers
+from srgpu.batch.pool import EngineSpec, InProcess, LocalPool, WorkerError, plan_workers
 from test_chunks import IDENTITY, X264_GOP, shown
 from test_video import BicubicEngine, leftovers, make_clip
 
@@ -310,7 +310,7 @@ def test_worker_plans() -> None:
         plan_workers("cpu", "0", 2)
     with pytest.raises(EngineError, match="at least one"):
         plan_workers("cpu", None, 0)
-    from srgpu.workers import default_workers, devices_for, encoder_threads
+    from srgpu.batch.pool import default_workers, devices_for, encoder_threads
     assert default_workers(0, cores=16) == 4 and default_workers(2, cores=2) == 2 and default_workers(1, 64) == 4
     # an encoder that fills the machine alone gets one worker per GPU (a long video is still
     # chunked, for resume); the others share the cores out

@@ -15,8 +15,8 @@ from conftest import PUBLISHED_SET5
 from typer.testing import CliRunner
 
 from srgpu.cli import app
-from srgpu.gpuinfo import cuda_status
-from srgpu.imagefile import read_image, write_image_atomic
+from srgpu.engine.gpuinfo import cuda_status
+from srgpu.images.files import read_image, write_image_atomic
 from srgpu.model import random_model, save_npz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,8 +234,8 @@ def video_facts(path: Path) -> tuple[tuple[int, int], int, bool]:
 
 @pytest.fixture(scope="session")
 def tiny_clip(tmp_path_factory) -> Path:
-    """A 64x48, 10-frame H.264 + AAC clip rendered by ffmpeg's test source (srgpu.demo)."""
-    from srgpu.demo import ClipSpec, render_clip
+    """A 64x48, 10-frame H.264 + AAC clip rendered by ffmpeg's test source (srgpu.tools.demo)."""
+    from srgpu.tools.demo import ClipSpec, render_clip
 
     return render_clip(tmp_path_factory.mktemp("clips") / "tiny.mp4", ClipSpec(64, 48, 25, 0.4))
 
@@ -387,7 +387,7 @@ def test_a_machine_without_an_nvidia_driver_is_told_so_plainly():
 
 
 def test_a_gpu_without_nvrtc_is_not_used_and_the_reason_says_what_to_install():
-    from srgpu.gpuinfo import CudaDevice, verdict
+    from srgpu.engine.gpuinfo import CudaDevice, verdict
 
     gpu = CudaDevice(0, "NVIDIA H100", "9.0", 80 << 30, 79 << 30, 132)
     devices, reason = verdict([gpu], [], "Failure finding libnvrtc.so.13 or libnvrtc.so.12")
@@ -476,7 +476,7 @@ def test_progress_shows_no_rate_for_files_skipped_at_once(tmp_path, random_npz):
 
 
 def test_progress_rate_is_this_runs_work_over_real_time(monkeypatch, capsys):
-    import srgpu.cli as cli
+    import srgpu.cli.progress as cli
 
     now = [100.0]
     monkeypatch.setattr(cli.time, "monotonic", lambda: now[0])

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from srgpu.cli import app
-from srgpu.compare import BAND, GAP
+from srgpu.tools.compare import BAND, GAP
 from srgpu.imagefile import read_image
 from srgpu.video.ffmpeg import ffmpeg_exe
 

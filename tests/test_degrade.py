@@ -1,4 +1,4 @@
-"""srgpu.degrade: degradation specs, and JPEG / all-intra H.264 and HEVC through the real OpenCV and
+"""srgpu.tools.degrade: degradation specs, and JPEG / all-intra H.264 and HEVC through the real OpenCV and
 ffmpeg (no mocks): they change the image, deterministically, at any size, and a batch of planes
 through one ffmpeg call comes back as one call per plane would, in order."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srgpu.degrade import Degradation, DegradeError, compress, compress_batch, parse_degradation
-from srgpu.evaluate import luma_uint8
-from srgpu.imagefile import read_image
+from srgpu.tools.degrade import Degradation, DegradeError, compress, compress_batch, parse_degradation
+from srgpu.tools.evaluate import luma_uint8
+from srgpu.images.files import read_image
 
 
 @pytest.mark.parametrize("text, expected", [

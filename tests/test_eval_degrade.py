@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_cli import one_error_line, srgpu
 
-from srgpu.imagefile import read_image, write_image_atomic
+from srgpu.images.files import read_image, write_image_atomic
 
 
 @pytest.fixture(scope="module")

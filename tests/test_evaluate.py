@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import PUBLISHED_SET5
 
-from srgpu.evaluate import degrade, evaluate_folder, evaluate_y, mean_scores, modcrop
-from srgpu.imagefile import ImageFileError
+from srgpu.tools.evaluate import degrade, evaluate_folder, evaluate_y, mean_scores, modcrop
+from srgpu.images.files import ImageFileError
 from srgpu.model import load_mat, random_model
 
 
@@ -59,7 +59,7 @@ def test_sixteen_bit_image_is_refused(tmp_path, make_image):
 def test_too_small_image_is_refused_but_the_smallest_allowed_scores(tmp_path, make_image, scale):
     import cv2
 
-    from srgpu.evaluate import smallest_side
+    from srgpu.tools.evaluate import smallest_side
 
     side = smallest_side(scale)
     model = random_model("9-1-5", 0, scale)

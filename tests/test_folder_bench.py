@@ -12,7 +12,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from srgpu import cli
-from srgpu.imagefile import read_image, write_image_atomic
+from srgpu.images.files import read_image, write_image_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from srgpu.engine.cpu import CPUEngine
-from srgpu.images import ImageOptions, plan_batch, run_batch, upscale_image
+from srgpu.batch.local import ImageOptions, run_batch
+from srgpu.batch.plan import plan_batch
+from srgpu.images.upscale import upscale_image
 from srgpu.kernels import colour as colour_module
 from srgpu.model import random_model
 
@@ -159,7 +161,7 @@ def test_the_image_path_gives_the_plane_paths_pixels(engine, make_image) -> None
         image = make_image(shape, dtype, seed=sum(shape))
         got = processor.submit(_bgr(image)).wait()
         np.testing.assert_array_equal(_bgr(got), upscale_image(image, cpu), err_msg=str(shape))
-    # the float luma runs the plan for the depth it ends up in (srgpu.plans.output_bits); a gray
+    # the float luma runs the plan for the depth it ends up in (srgpu.engine.plans.output_bits); a gray
     # plane is of that depth itself
     assert [c[4] for c in engine.calls if c[0] == "srcnn"] == [8, None, 16, None, 8, 8]
     assert not processor._queued and not processor._open and len(processor._free) == len(processor._slots)
@@ -196,7 +198,7 @@ def test_a_large_image_goes_in_bands(fake_cupy, engine, make_image) -> None:
 
 
 def test_a_folder_through_the_image_path(engine, make_image, tmp_path) -> None:
-    from srgpu.imagefile import read_image, write_image_atomic
+    from srgpu.images.files import read_image, write_image_atomic
 
     src = tmp_path / "in"
     src.mkdir()

@@ -13,12 +13,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import srgpu.images as images
+import srgpu.batch.local as images
 from srgpu.engine.cpu import CPUEngine
-from srgpu.imagefile import encode_params, read_image, read_image_data, write_image_atomic
-from srgpu.images import BatchError, ImageOptions, plan_batch, run_batch, upscale_image
+from srgpu.images.files import encode_params, read_image, read_image_data, write_image_atomic
+from srgpu.batch.plan import BatchError, plan_batch
+from srgpu.batch.local import ImageOptions, run_batch
+from srgpu.images.upscale import upscale_image
 from srgpu.manifest import JOURNAL_NAME, MANIFEST_NAME
-from srgpu.batch_stages import Budget, InOrder
+from srgpu.batch.stages import Budget, InOrder
 
 
 def folder_of(tmp_path: Path, make_image, count: int = 8) -> Path:
@@ -341,7 +343,7 @@ def test_an_image_path_in_opencv_order_with_images_in_flight_writes_the_same_fil
 def test_a_jobs_relative_path_is_pathlibs(path, root):
     """The manifest names outputs by their path under the folder: the string shortcut gives what
     pathlib's relative_to gives, or None where that refuses."""
-    from srgpu.images import Resume
+    from srgpu.batch.resume import Resume
 
     try:
         want = Path(path).relative_to(Path(root)).as_posix()

@@ -1,4 +1,4 @@
-"""A folder's files on the chunk workers (srgpu.batch_workers, srgpu.filetasks): worker processes of
+"""A folder's files on the chunk workers (srgpu.batch.pool_files, srgpu.batch.tasks): worker processes of
 this machine and a Dask LocalCluster give the in-process batch's outputs (images byte for byte,
 videos frame for frame at the same times with the same streams), a corrupt file fails alone, a
 worker killed mid-file is replaced and the file made whole elsewhere, a task that keeps killing its
@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.batch_workers import may_use_workers, run_files, use_workers
+from srgpu.batch.pool_files import may_use_workers, run_files, use_workers
 from srgpu.engine.cpu import CPUEngine
-from srgpu.images import BatchResult, plan_batch, run_batch
+from srgpu.batch.plan import BatchResult, plan_batch
+from srgpu.batch.local import run_batch
 from srgpu.model import random_model
 from srgpu.video.api import EncodeOptions, VideoOptions
-from srgpu.workers import EngineSpec, InProcess, LocalPool
+from srgpu.batch.pool import EngineSpec, InProcess, LocalPool
 from test_chunks import shown
 from test_video import ff, leftovers, make_clip
 
@@ -105,11 +106,11 @@ def test_a_worker_killed_mid_file(folder: Path, reference: Path, tmp_path: Path,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL of a worker while it makes a video: its file is made again by a new worker, the
     frames it had counted are taken back, and every output is whole, nothing left over."""
-    from srgpu import images
+    from srgpu.batch.resume import Resume
 
     begun: list[str] = []
-    begin = images.Resume.begin
-    monkeypatch.setattr(images.Resume, "begin", lambda self, job: (begun.append(job.src.name), begin(self, job)))
+    begin = Resume.begin
+    monkeypatch.setattr(Resume, "begin", lambda self, job: (begun.append(job.src.name), begin(self, job)))
     out = tmp_path / "out"
     frames = Counting()
     rng = random.Random(3)
@@ -222,7 +223,7 @@ def test_the_command_line_runs_a_folder_on_workers_and_resumes(folder: Path, ref
 
 def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
-    from srgpu.cluster import DaskRunner
+    from srgpu.batch.cluster import DaskRunner
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=50) as local, distributed.Client(local) as client:
@@ -239,8 +240,8 @@ def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path)
 def test_the_default_worker_count_follows_the_folders_encoder(tmp_path: Path) -> None:
     """A folder whose videos all go to libx264 (the .mp4/.mkv default) gets one worker per GPU
     by default, so it stays in this process on one GPU; mixed encoders keep the cores-based count."""
-    from srgpu.cli import _folder_encoder
-    from srgpu.images import plan_batch
+    from srgpu.cli.commands import _folder_encoder
+    from srgpu.batch.plan import plan_batch
     from srgpu.video.options import EncodeOptions, VideoOptions
 
     src = tmp_path / "in"

@@ -1,5 +1,5 @@
 """A folder of videos (and an image) on two worker processes sharing one GPU, one file per task
-(srgpu.batch_workers), against the in-process batch on the same GPU: every file done, every frame
+(srgpu.batch.pool_files), against the in-process batch on the same GPU: every file done, every frame
 at its time, the pictures within the GPU plans' agreement. Skipped where no CUDA GPU is usable."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.batch_workers import run_files
-from srgpu.images import plan_batch, run_batch
+from srgpu.batch.pool_files import run_files
+from srgpu.batch.plan import plan_batch
+from srgpu.batch.local import run_batch
 from srgpu.video.api import EncodeOptions, VideoOptions
-from srgpu.workers import LocalPool
+from srgpu.batch.pool import LocalPool
 from test_chunks_gpu import SPEC, close_enough
 from test_video import ff, leftovers
 

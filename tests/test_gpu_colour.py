@@ -126,7 +126,7 @@ def test_image_path_equals_the_plane_path(random_gpu_engine, shape, dtype) -> No
     engine (the same device planes, the colour conversion on the host), and for 8 bits within one
     level of the CPU engine."""
     from srgpu.engine.cpu import CPUEngine
-    from srgpu.images import upscale_whole
+    from srgpu.images.upscale import upscale_whole
 
     image_rgb = _random(shape, dtype, seed=sum(shape))
     image_bgr = _to_rgb(image_rgb)  # the same swap both ways
@@ -219,8 +219,10 @@ def test_a_folder_through_the_gpu_image_path(random_gpu_engine, tmp_path: Path, 
     import cv2
     from test_images import encode_with, exif_with_orientation, make_icc, metadata_of
 
-    from srgpu.imagefile import read_image, write_image_atomic
-    from srgpu.images import ImageOptions, plan_batch, run_batch, upscale_whole
+    from srgpu.images.files import read_image, write_image_atomic
+    from srgpu.batch.local import ImageOptions, run_batch
+    from srgpu.batch.plan import plan_batch
+    from srgpu.images.upscale import upscale_whole
 
     src = tmp_path / "in"
     src.mkdir()
@@ -254,7 +256,7 @@ def test_bench_folder_on_the_gpu(tmp_path: Path, make_image) -> None:
     from typer.testing import CliRunner
 
     from srgpu import cli
-    from srgpu.imagefile import write_image_atomic
+    from srgpu.images.files import write_image_atomic
 
     src = tmp_path / "photos"
     src.mkdir()
@@ -281,9 +283,9 @@ def test_auto_precision_follows_the_image_depth(tmp_path: Path, dtype: type) -> 
     from srgpu.engine.cpu import CPUEngine
     from srgpu.engine.gpu import GPUEngine
     from srgpu.engine.options import GPUOptions
-    from srgpu.images import upscale_whole
+    from srgpu.images.upscale import upscale_whole
     from srgpu.model import random_model
-    from srgpu.tune import Tuner
+    from srgpu.engine.tune import Tuner
 
     model = random_model("9-1-5", seed=5, scale=2)
     engine = GPUEngine(model, 2, 0, GPUOptions(cache_dir=tmp_path), Tuner())

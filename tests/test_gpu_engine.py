@@ -17,8 +17,8 @@ from srgpu.kernels.conv import ConvConfig, default_config, srcnn_layers
 from srgpu.model import load_mat, random_model
 from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
-from srgpu.plans import layerwise_plan
-from srgpu.tune import Tuner
+from srgpu.engine.plans import layerwise_plan
+from srgpu.engine.tune import Tuner
 
 pytestmark = pytest.mark.gpu
 
@@ -68,9 +68,9 @@ def test_network_float_output_matches_reference(arch, lr_shape, out_shape, tmp_p
 
 @pytest.mark.parametrize("arch, scale", [("9-1-5", 2), ("9-1-5", 3), ("9-1-5", 4), ("9-5-5", 2), ("9-5-5", 3)])
 def test_set5_8bit_equals_cpu_engine(arch: str, scale: int, shared_data: Path, reference_mat, tmp_path: Path) -> None:
-    from srgpu.evaluate import luma_uint8, modcrop
+    from srgpu.tools.evaluate import luma_uint8, modcrop
     from srgpu.color import quantize as to_uint8
-    from srgpu.imagefile import read_image
+    from srgpu.images.files import read_image
 
     model = load_mat(reference_mat(arch, scale), scale)
     cpu = CPUEngine(model, scale)
@@ -160,7 +160,7 @@ def test_frames_of_one_size_allocate_nothing(tmp_path: Path) -> None:
 def test_autotune_chooses_quickly_caches_and_rebuilds_a_corrupt_cache(tmp_path: Path) -> None:
     """The first frame size of a run: the quick choice (one fused tile of the fastest arithmetic
     that meets the bar at 8 bits), said in two lines, cached; a corrupt cache is rebuilt."""
-    from srgpu.plans import arithmetics_for
+    from srgpu.engine.plans import arithmetics_for
 
     model = random_model("9-1-5", seed=1, scale=2)
     lr = np.random.default_rng(4).integers(0, 256, (30, 26)).astype(np.uint8)
@@ -226,9 +226,9 @@ def test_a_tile_slow_to_build_is_built_in_the_background_for_the_next_run(tmp_pa
 @pytest.mark.parametrize("dtype, max_value", [(np.uint8, 255), (np.uint16, 1023), (np.uint16, 4095),
                                               (np.uint16, 65535)])
 def test_auto_meets_the_bar_at_each_output_depth(dtype: type, max_value: int, tmp_path: Path) -> None:
-    """auto takes fp16-fast for 8-bit output and never for a deeper one (srgpu.plans), and what it
+    """auto takes fp16-fast for 8-bit output and never for a deeper one (srgpu.engine.plans), and what it
     runs is within one level of the CPU engine at that depth."""
-    from srgpu.plans import arithmetics_for, output_bits
+    from srgpu.engine.plans import arithmetics_for, output_bits
 
     model = random_model("9-1-5", seed=2, scale=2)
     bits = output_bits(dtype, max_value)
@@ -244,7 +244,7 @@ def test_auto_meets_the_bar_at_each_output_depth(dtype: type, max_value: int, tm
 
 def test_full_tune_searches_every_variant(tmp_path: Path) -> None:
     """``srgpu tune``'s search: every layer-wise variant and fused tile timed, the fastest kept."""
-    from srgpu.tune import measure
+    from srgpu.engine.tune import measure
 
     model = random_model("9-1-5", seed=1, scale=2)
     with gpu_engine(model, 2, tmp_path, precision="fp32") as engine:

@@ -21,10 +21,10 @@ import pytest
 
 from srgpu.kernels import fused
 from srgpu.model import load_mat, random_model
-from srgpu.plans import ACCURACY_BAR
+from srgpu.engine.plans import ACCURACY_BAR
 
 # The split fp16 keeps ~22 bits: at least 99.9 % of 8-bit samples equal the reference. A check of
-# the split scheme itself, stricter than the accuracy bar users are promised (srgpu.plans).
+# the split scheme itself, stricter than the accuracy bar users are promised (srgpu.engine.plans).
 SPLIT_EQUAL = 0.999
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
@@ -126,9 +126,9 @@ def test_bicubic_bit_identical_to_standalone(cp) -> None:
 
 
 def _set5_lr(shared_data: Path, scale: int):
-    from srgpu.evaluate import luma_uint8, modcrop
+    from srgpu.tools.evaluate import luma_uint8, modcrop
     from srgpu.color import quantize
-    from srgpu.imagefile import read_image
+    from srgpu.images.files import read_image
     from srgpu.resize import imresize
 
     for p in sorted((shared_data / "eval" / "Set5").glob("*.bmp")):
@@ -596,13 +596,13 @@ def test_8k_output_and_4k_memory(cp) -> None:
 
 
 def test_tuner_hook_through_engine(cp) -> None:
-    """fused_candidates / fused_runner as srgpu.tune and the GPU engine call them: the engine's
+    """fused_candidates / fused_runner as srgpu.engine.tune and the GPU engine call them: the engine's
     own self-check (within one level at 8 bits) passes and frames match the CPU engine."""
     from srgpu.engine.cpu import CPUEngine
     from srgpu.engine.gpu import GPUEngine
     from srgpu.kernels.build import device_limits
     from srgpu.engine.options import GPUOptions
-    from srgpu.plans import FusedChoice, Plan, arithmetics_for
+    from srgpu.engine.plans import FusedChoice, Plan, arithmetics_for
 
     model = random_model("9-1-5", seed=3, scale=2)
     configs = fused.fused_candidates(model, device_limits(0), arithmetics_for("auto", 10))
@@ -627,7 +627,7 @@ def test_wgmma_tile_through_engine(cp) -> None:
     from srgpu.engine.gpu import GPUEngine
     from srgpu.engine.options import GPUOptions
     from srgpu.kernels.build import device_limits
-    from srgpu.plans import FusedChoice, Plan
+    from srgpu.engine.plans import FusedChoice, Plan
 
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")

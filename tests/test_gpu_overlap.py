@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine.base import FrameFormat, FrameProcessor, PlaneSpec
+from srgpu.engine.frames import FrameFormat, FrameProcessor, PlaneSpec
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
 
 from test_video import decode, make_clip

@@ -18,7 +18,7 @@ from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_laun
 from srgpu.model import random_model
 from srgpu.reference import srcnn_forward, srcnn_layers
 from srgpu.resize import imresize
-from srgpu.plans import CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached
+from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached)
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")
 
@@ -171,7 +171,7 @@ def test_cache_written_by_engines_on_many_threads_at_once(tmp_path: Path) -> Non
 
 
 def test_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from srgpu.plans import cache_dir
+    from srgpu.engine.plans import cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert cache_dir() == tmp_path / "srgpu" / "plans"
@@ -352,7 +352,7 @@ def test_cli_tune_and_bench_refuse_the_cpu_and_bad_sizes() -> None:
 
 
 def test_info_lists_cached_plans_of_this_gpu_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from srgpu.cli import _cached_plan_lines
+    from srgpu.cli.commands import _cached_plan_lines
     from srgpu.kernels.launch import gpu_key
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -452,7 +452,7 @@ def test_info_skips_cached_plans_of_another_cache_version(tmp_path: Path, monkey
     is skipped, as load_cached skips it."""
     import json
 
-    from srgpu.cli import _cached_plan_lines
+    from srgpu.cli.commands import _cached_plan_lines
     from srgpu.kernels.launch import gpu_key
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -11,12 +11,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from srgpu import cli, imagefile, images
+from srgpu import cli
+from srgpu.cli import progress as cli_progress
+from srgpu.images import files as imagefile
+from srgpu.images import upscale as images_upscale
 from srgpu.color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
-from srgpu.engine.base import PlaneSpec
+from srgpu.engine.frames import PlaneSpec
 from srgpu.engine.cpu import CPUEngine
-from srgpu.imagefile import read_image, write_image_atomic
-from srgpu.images import upscale_image, upscale_whole
+from srgpu.images.files import read_image, write_image_atomic
+from srgpu.images.upscale import upscale_image, upscale_whole
 from srgpu.model import random_model, save_npz
 
 from conftest import centred_model
@@ -59,12 +62,12 @@ def test_bands_are_bit_identical_to_the_whole_image(monkeypatch, arch: str, scal
     whole = definition(image, engine)
     assert len(np.unique(whole)) > 20  # not saturated
     real_empty = np.empty
-    monkeypatch.setattr(images.np, "empty", lambda *a, **k: np.full_like(real_empty(*a, **k), 77))
+    monkeypatch.setattr(images_upscale.np, "empty", lambda *a, **k: np.full_like(real_empty(*a, **k), 77))
     assert np.array_equal(upscale_whole(image, engine), whole)
     out_row = 9 * scale
     cases = ((1, 1), (out_row * scale * 5, 2 * out_row), (out_row * scale * 22, 7 * out_row))  # bands of 1, 5, 22 rows
     for band_pixels, convert_pixels in cases:
-        monkeypatch.setattr(images, "CONVERT_PIXELS", convert_pixels)
+        monkeypatch.setattr(images_upscale, "CONVERT_PIXELS", convert_pixels)
         seen: list[tuple[int, int]] = []
         banded = upscale_image(image, engine, progress=lambda d, t: seen.append((d, t)),
                                band_output_pixels=band_pixels)
@@ -79,16 +82,16 @@ def test_conversion_back_to_rgb_holds_a_few_rows_of_float64(monkeypatch) -> None
     the band."""
     rng = np.random.default_rng(1)
     outs = [rng.random((256, 512), dtype=np.float32) for _ in range(3)]
-    monkeypatch.setattr(images, "CONVERT_PIXELS", 4 * 512)
+    monkeypatch.setattr(images_upscale, "CONVERT_PIXELS", 4 * 512)
     dst = np.empty((256, 512, 3), np.uint8)
-    images._to_samples(outs, dst[:8], 0, 255)  # warm up
+    images_upscale._to_samples(outs, dst[:8], 0, 255)  # warm up
     tracemalloc.start()
     try:
-        images._to_samples(outs, dst, 0, 255)
+        images_upscale._to_samples(outs, dst, 0, 255)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < images.cpu_cores() * 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
+    assert peak < images_upscale.cpu_cores() * 12 * 3 * 8 * 4 * 512  # a dozen float64 RGB temporaries of 4 rows
     assert np.array_equal(dst, quantize(ycbcr_to_rgb(np.stack(outs, axis=-1)), np.uint8, 255))
 
 
@@ -99,8 +102,8 @@ def test_progress_moves_inside_a_large_image(tmp_path, monkeypatch) -> None:
     write_image_atomic(src, natural(rng, (40, 16, 3), np.uint8))
     model = tmp_path / "m.npz"
     save_npz(random_model("9-1-5", seed=1, scale=2), model)
-    monkeypatch.setattr(images, "BAND_OUTPUT_PIXELS", 16 * 4 * 10)  # 10 input rows a band: 4 bands
-    monkeypatch.setattr(cli, "LOG_PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(images_upscale, "BAND_OUTPUT_PIXELS", 16 * 4 * 10)  # 10 input rows a band: 4 bands
+    monkeypatch.setattr(cli_progress, "LOG_PROGRESS_EVERY", 0.0)
     r = CliRunner().invoke(cli.app, ["upscale", str(src), "-o", str(tmp_path / "out.png"), "--model", str(model),
                                      "--device", "cpu"])
     assert r.exit_code == 0, r.output

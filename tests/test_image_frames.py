@@ -10,8 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
-from srgpu.images import plan_batch, run_batch
-from srgpu.imagefile import ImageFileError, read_image_data
+from srgpu.batch.plan import plan_batch
+from srgpu.batch.local import run_batch
+from srgpu.images.files import ImageFileError, read_image_data
 
 from test_image_full_disk import srgpu
 

@@ -12,8 +12,9 @@ import cv2
 import numpy as np
 import pytest
 
-from srgpu.images import ImageOptions, plan_batch, run_batch
-from srgpu.imagefile import ImageFileError, read_image_data
+from srgpu.batch.local import ImageOptions, run_batch
+from srgpu.batch.plan import plan_batch
+from srgpu.images.files import ImageFileError, read_image_data
 
 from test_image_full_disk import srgpu
 
@@ -59,7 +60,7 @@ def test_every_format_is_measured_before_decoding(ext, tmp_path):
 
 
 def test_the_limit_is_the_default_and_the_user_raises_it(tmp_path, random_npz):
-    from srgpu.images import DEFAULT_MAX_PIXELS
+    from srgpu.images.upscale import DEFAULT_MAX_PIXELS
 
     assert ImageOptions().max_pixels == DEFAULT_MAX_PIXELS == 256 * 10**6
     src = tmp_path / "in.png"

@@ -10,10 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import srgpu.imagefile as imagefile
+import srgpu.images.files as imagefile
 from srgpu.color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
-from srgpu.images import BatchError, fit_to_format, plan_batch, run_batch, upscale_image
-from srgpu.imagefile import ImageFileError, read_image, write_image_atomic
+from srgpu.batch.plan import BatchError, plan_batch
+from srgpu.images.upscale import fit_to_format, upscale_image
+from srgpu.batch.local import run_batch
+from srgpu.images.files import ImageFileError, read_image, write_image_atomic
 from srgpu.manifest import JOURNAL_NAME, MANIFEST_NAME
 
 
@@ -403,9 +405,9 @@ def test_failure_after_the_temp_file_is_written_leaves_nothing(tmp_path, cpu_eng
 
 def test_video_in_folder_without_video_support_is_a_reported_failure(tmp_path, cpu_engine, make_image,
                                                                       monkeypatch):
-    import srgpu.images as images
+    import srgpu.batch.plan as plan
 
-    monkeypatch.setattr(images, "_video", None)
+    monkeypatch.setattr(plan, "_video", None)
     src = tmp_path / "in"
     src.mkdir()
     (src / "clip.mp4").write_bytes(b"\x00" * 64)
@@ -722,7 +724,8 @@ def test_a_killed_run_resumes_redoing_at_most_the_file_it_was_writing(tmp_path, 
 import os, signal, time
 from pathlib import Path
 from srgpu.engine.cpu import CPUEngine
-from srgpu.images import plan_batch, run_batch
+from srgpu.batch.local import run_batch
+from srgpu.batch.plan import plan_batch
 from srgpu.model import load_npz
 
 class Killed(CPUEngine):
@@ -974,7 +977,7 @@ def test_a_gray_profile_stays_with_a_gray_image_and_is_noted_where_the_output_tu
 
 
 def test_a_format_that_cannot_hold_the_profile_says_so(make_image):
-    from srgpu.imagefile import encode_image_data
+    from srgpu.images.files import encode_image_data
 
     encoded = encode_image_data(make_image((4, 4, 3)), ".bmp", icc=make_icc())
     assert encoded.notes == ("its ICC colour profile is not kept: .bmp files cannot hold one",)
@@ -1021,7 +1024,7 @@ def make_tiff(image: np.ndarray, icc: bytes | None = None, orientation: int | No
 
 @pytest.mark.parametrize("order", ["<", ">"])
 def test_a_tiff_keeps_its_icc_profile_and_its_orientation_is_applied_once(tmp_path, cpu_engine, make_image, order):
-    from srgpu.imagemeta import tiff_icc
+    from srgpu.images.meta import tiff_icc
 
     icc = make_icc()
     rgb = make_image((5, 8, 3), seed=15)
@@ -1077,7 +1080,7 @@ def gray_alpha_png(gray: np.ndarray, alpha: np.ndarray) -> bytes:
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
 @pytest.mark.parametrize("jobs", [None, 1])
 def test_gray_alpha_stays_gray_alpha(dtype, jobs, tmp_path, cpu_engine, make_image):
-    from srgpu.images import ImageOptions
+    from srgpu.batch.local import ImageOptions
 
     src = tmp_path / "in"
     src.mkdir()

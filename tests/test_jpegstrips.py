@@ -6,9 +6,9 @@ import cv2
 import numpy as np
 import pytest
 
-from srgpu import jpegstrips
+from srgpu.images import jpegstrips
 from srgpu.cpus import cpu_cores
-from srgpu.imagefile import _decode, read_image_data, write_image_atomic
+from srgpu.images.files import _decode, read_image_data, write_image_atomic
 from test_images import make_icc
 
 

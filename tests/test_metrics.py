@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from srgpu.metrics import psnr, shave, ssim
+from srgpu.tools.metrics import psnr, shave, ssim
 
 
 def naive_ssim(x: np.ndarray, y: np.ndarray, peak: float = 255.0) -> float:

@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
-from srgpu import pngstrips
+from srgpu.images import pngstrips
 from srgpu.cpus import cpu_cores
-from srgpu.imagefile import read_image_data, write_image_atomic
+from srgpu.images.files import read_image_data, write_image_atomic
 from test_images import make_icc
 
 

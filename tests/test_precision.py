@@ -1,4 +1,4 @@
-"""Which kernel arithmetics a user's --precision may use, per output bit depth (srgpu.plans): the
+"""Which kernel arithmetics a user's --precision may use, per output bit depth (srgpu.engine.plans): the
 accuracy bar decides, and the output's depth enters once, from the plane the engine writes."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import pytest
 
 from srgpu.engine.options import GPUOptions
 from srgpu.errors import EngineError
-from srgpu.plans import (ACCURACY_BAR, FLOAT_BITS, PRECISIONS, SERVES_UP_TO_BITS, arithmetics_for, output_bits,
-                         parse_precision, serves)
+from srgpu.engine.plans import (ACCURACY_BAR, FLOAT_BITS, PRECISIONS, SERVES_UP_TO_BITS, arithmetics_for, output_bits, parse_precision, serves)
 
 DEPTHS = (8, 10, 12, 16, FLOAT_BITS)
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from srgpu.imagefile import read_image, write_image_atomic  # noqa: E402
+from srgpu.images.files import read_image, write_image_atomic  # noqa: E402
 from srgpu.model import load_npz  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_degraded_variants_are_seeded_per_variant_and_compressed(hr_folder: Path
     sys.path.insert(0, str(ROOT / "scripts" / "training"))
     from degraded_data import TRAIN, DegradeMix, lr_uint8, make_variants
 
-    from srgpu.evaluate import luma_uint8
+    from srgpu.tools.evaluate import luma_uint8
 
     planes = [luma_uint8(read_image(p)) for p in sorted(hr_folder.iterdir())]
     sources = [(p, 3, hs) for p in planes for hs in (1.0, 0.8)]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine.base import FrameProcessor, PlaneSpec
+from srgpu.engine.frames import FrameProcessor, PlaneSpec
 from srgpu.engine.cpu import CPUEngine
 from srgpu.model import random_model
 from srgpu.video import mkv

@@ -15,7 +15,7 @@ from srgpu import outputs
 from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
-from srgpu.workers import InProcess
+from srgpu.batch.pool import InProcess
 from test_video import BicubicEngine, leftovers, make_clip
 
 FAST = VideoOptions(EncodeOptions(preset="ultrafast"))
@@ -60,7 +60,7 @@ def test_temporaries_fit_where_the_final_name_fits(tmp_path: Path, name: str) ->
 def test_an_image_with_the_longest_name_is_written(tmp_path: Path, name: str) -> None:
     import numpy as np
 
-    from srgpu.imagefile import read_image, write_image_atomic
+    from srgpu.images.files import read_image, write_image_atomic
 
     image = np.arange(48, dtype=np.uint8).reshape(4, 4, 3)
     write_image_atomic(tmp_path / name, image, replace=False)

@@ -14,7 +14,7 @@ import pytest
 from test_video import BicubicEngine, decode, dump, ff, ffmpeg_children, leftovers, make_clip, stream_lines
 from typer.testing import CliRunner
 
-from srgpu import images
+from srgpu.batch import local, plan as batch_plan
 from srgpu.cli import app
 from srgpu.model import random_model
 from srgpu.video import ffmpeg
@@ -285,8 +285,8 @@ def test_webm_default_codec_follows_the_container(tmp_path: Path, bicubic: Bicub
     with pytest.raises(VideoError, match=r"a \.webm file cannot hold libx264"):
         plan_video(src, tmp_path / "x.webm", 2, VideoOptions(EncodeOptions(codec="libx264")))
     # the batch library and its done line name the codec that was chosen
-    plan = images.plan_batch(src, tmp_path / "batch.webm")
-    batch = images.run_batch(plan, bicubic, VideoOptions())
+    plan = batch_plan.plan_batch(src, tmp_path / "batch.webm")
+    batch = local.run_batch(plan, bicubic, VideoOptions())
     assert batch.exit_code == 0 and "libvpx-vp9" in batch.done[0].message
 
 

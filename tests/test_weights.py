@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.evaluate import evaluate_folder, mean_scores
+from srgpu.tools.evaluate import evaluate_folder, mean_scores
 from srgpu.model import builtin_models, load_npz
 from srgpu.reference import srcnn_forward
 
@@ -74,7 +74,7 @@ def test_every_real_source_model_has_its_compressed_scores() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name, spec", sorted(recorded_compressed()))
 def test_shipped_model_reproduces_recorded_compressed_set5(name: str, spec: str, shared_data: Path) -> None:
-    from srgpu.degrade import parse_degradation
+    from srgpu.tools.degrade import parse_degradation
 
     scale, bicubic, expected = recorded_compressed()[name, spec]
     model = load_npz(WEIGHTS / name)

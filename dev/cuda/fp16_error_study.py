@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from srgpu.color import quantize  # noqa: E402
 from srgpu.engine.base import from_unit_float, to_unit_float  # noqa: E402
-from srgpu.evaluate import degrade, image_files, luma_uint8, modcrop  # noqa: E402
-from srgpu.imagefile import read_image  # noqa: E402
+from srgpu.tools.evaluate import degrade, image_files, luma_uint8, modcrop  # noqa: E402
+from srgpu.images.files import read_image  # noqa: E402
 from srgpu.model import SRCNNModel, resolve_model  # noqa: E402
 from srgpu.resize import imresize  # noqa: E402
 

@@ -13,8 +13,8 @@ times, on the same source (1080p, real content, --seconds long) to 2x:
 - ``srgpu``: one srgpu process (srgpu.video.api.upscale_video, --hwdec as given; the default
   auto has NVDEC take over the decoding);
 - ``srgpu_chunks``: srgpu's chunked run on W worker processes spread over the GPUs
-  (srgpu.workers.LocalPool; the workers' start, the scan, the chunks and the join all counted).
-  W is --workers, else the cores-based count (srgpu.workers.default_workers without an encoder):
+  (srgpu.batch.pool.LocalPool; the workers' start, the scan, the chunks and the join all counted).
+  W is --workers, else the cores-based count (srgpu.batch.pool.default_workers without an encoder):
   the chunked path is what this measures, while `srgpu upscale`'s own default for libx264 is one
   worker per GPU (measured slower with more, BENCHMARKS.md).
 
@@ -55,7 +55,7 @@ from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video  # noqa: 
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
 from srgpu.video.probe import probe  # noqa: E402
 from srgpu.video.reader import decode_args  # noqa: E402
-from srgpu.workers import EngineSpec, LocalPool, encoder_threads, plan_workers  # noqa: E402
+from srgpu.batch.pool import EngineSpec, LocalPool, encoder_threads, plan_workers  # noqa: E402
 
 TARGETS = {("libx264", "medium"): 1.25, ("libx265", "medium"): 1.4}
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from srgpu.engine.base import PlaneSpec
+from srgpu.engine.frames import PlaneSpec
 from srgpu.engine.cpu import CPUEngine
 from srgpu.model import random_model
 

@@ -28,14 +28,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "benchmarks"))
 from bench_ffmpeg import default_source, ffmpeg  # noqa: E402
-from srgpu.bench_video import cpu_seconds  # noqa: E402
+from srgpu.tools.bench_video import cpu_seconds  # noqa: E402
 from srgpu.engine import GPUOptions, create_engine  # noqa: E402
-from srgpu.engine.base import Engine, FrameFormat, FrameProcessor  # noqa: E402
+from srgpu.engine.base import Engine
+from srgpu.engine.frames import FrameFormat, FrameProcessor  # noqa: E402
 from srgpu.model import random_model, resolve_model  # noqa: E402
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video  # noqa: E402
 
 
-class _Slot:
+class Slot:
     def __init__(self, processor: "SlotProcessor", index: int) -> None:
         self.processor, self.index = processor, index
 
@@ -70,7 +71,7 @@ class SlotProcessor(FrameProcessor):
             while not self._free:
                 self._cv.wait()
             index = self._free.pop()
-        return _Slot(self, index)
+        return Slot(self, index)
 
 
 class SlotEngine(Engine):

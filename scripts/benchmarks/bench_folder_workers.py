@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A folder of videos: one srgpu process (srgpu.images.run_batch: the videos one after another,
+"""A folder of videos: one srgpu process (srgpu.batch.local.run_batch: the videos one after another,
 each its own overlapped pipeline) against the folder's files spread over W worker processes
-(srgpu.batch_workers.run_files on srgpu.workers.LocalPool, several videos encoded at once), for
+(srgpu.batch.pool_files.run_files on srgpu.batch.pool.LocalPool, several videos encoded at once), for
 each W asked for, on the same folder and settings; the workers' start is counted.
 
     python3 scripts/benchmarks/bench_folder_workers.py [--files 8] [--seconds 10] [--workers 2 4]
@@ -26,12 +26,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from srgpu.batch_workers import run_files  # noqa: E402
+from srgpu.batch.pool_files import run_files  # noqa: E402
 from srgpu.engine import GPUOptions, create_engine  # noqa: E402
-from srgpu.images import plan_batch, run_batch  # noqa: E402
+from srgpu.batch.plan import plan_batch
+from srgpu.batch.local import run_batch  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
 from srgpu.video.api import EncodeOptions, VideoOptions  # noqa: E402
-from srgpu.workers import EngineSpec, LocalPool, encoder_threads, plan_workers  # noqa: E402
+from srgpu.batch.pool import EngineSpec, LocalPool, encoder_threads, plan_workers  # noqa: E402
 from bench_chunks import count_frames, ffmpeg, shared_clip  # noqa: E402
 
 

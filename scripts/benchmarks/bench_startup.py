@@ -98,7 +98,7 @@ def main() -> int:
         env0.pop("PYTHONDONTWRITEBYTECODE", None)
         env0["PYTHONPYCACHEPREFIX"] = pycache.name
         subprocess.run([sys.executable, "-c", "import cupy, cv2, srgpu.cli, srgpu.engine.gpu, "
-                        "srgpu.engine.imageproc, srgpu.kernels.fused.runner, srgpu.tune"],
+                        "srgpu.engine.imageproc, srgpu.kernels.fused.runner, srgpu.engine.tune"],
                        env=env0, check=True, cwd=ROOT)
     for arch in args.arch or ["9-1-5", "9-5-5"]:
         for bits in args.bits or [8, 10]:

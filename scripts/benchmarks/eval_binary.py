@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from srgpu.binary_model import binary_forward, load_binary_npz  # noqa: E402
-from srgpu.evaluate import evaluate_folder, mean_scores  # noqa: E402
+from srgpu.tools.evaluate import evaluate_folder, mean_scores  # noqa: E402
 
 
 def main() -> int:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The accuracy bar, per output bit depth: which fused kernel arithmetics may serve 8-, 10-, 12-
-and 16-bit outputs (srgpu.plans.ACCURACY_BAR, DESIGN.md section 6).
+and 16-bit outputs (srgpu.engine.plans.ACCURACY_BAR, DESIGN.md section 6).
 
 A reduced-precision arithmetic serves a bit depth when, on the check set, (1) every output sample
 is within ``max_level_difference`` levels of the fp32 kernel at that depth and (2) mean Y-PSNR
 against ground truth moves by at most ``max_psnr_change_db`` from the fp32 kernel's.
 
-The check set: the Set5 images degraded by the evaluation's protocol (srgpu.evaluate.degrade) at
+The check set: the Set5 images degraded by the evaluation's protocol (srgpu.tools.evaluate.degrade) at
 each scale and rounded to the bit depth as a decoded frame is, plus a synthetic 480x270 frame
 (bench_peers.image_like, at the bit depth). (2) is measured on Set5 against its ground truth
 (shaved by the scale, as the protocol does). A column "noise" gives the worst level difference on
@@ -32,12 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
-from srgpu.evaluate import degrade, image_files, luma_uint8, modcrop  # noqa: E402
-from srgpu.imagefile import read_image  # noqa: E402
+from srgpu.tools.evaluate import degrade, image_files, luma_uint8, modcrop  # noqa: E402
+from srgpu.images.files import read_image  # noqa: E402
 from srgpu.kernels import fused  # noqa: E402
-from srgpu.metrics import psnr, shave  # noqa: E402
+from srgpu.tools.metrics import psnr, shave  # noqa: E402
 from srgpu.model import resolve_model  # noqa: E402
-from srgpu.plans import ACCURACY_BAR  # noqa: E402
+from srgpu.engine.plans import ACCURACY_BAR  # noqa: E402
 
 DEFAULT_SET5 = Path(__file__).resolve().parents[2] / "shared" / "data" / "eval" / "Set5"
 if not DEFAULT_SET5.is_dir():

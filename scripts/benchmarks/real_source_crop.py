@@ -22,10 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from srgpu.color import quantize  # noqa: E402
-from srgpu.degrade import DegradeError, parse_degradation  # noqa: E402
-from srgpu.evaluate import degrade_compressed, luma_uint8, modcrop  # noqa: E402
-from srgpu.imagefile import read_image  # noqa: E402
-from srgpu.metrics import psnr, shave  # noqa: E402
+from srgpu.tools.degrade import DegradeError, parse_degradation  # noqa: E402
+from srgpu.tools.evaluate import degrade_compressed, luma_uint8, modcrop  # noqa: E402
+from srgpu.images.files import read_image  # noqa: E402
+from srgpu.tools.metrics import psnr, shave  # noqa: E402
 from srgpu.model import ModelError, resolve_model  # noqa: E402
 from srgpu.reference import srcnn_forward  # noqa: E402
 

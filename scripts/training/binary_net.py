@@ -210,7 +210,7 @@ def save_model(model: SRCNNModel | BinarySRCNNModel, path: Path) -> None:
 
 
 def sr_function(model: SRCNNModel | BinarySRCNNModel) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The CPU forward srgpu.evaluate uses for ``model`` (None: its default, the float model's)."""
+    """The CPU forward srgpu.tools.evaluate uses for ``model`` (None: its default, the float model's)."""
     if isinstance(model, BinarySRCNNModel):
         return lambda bic: binary_forward(bic, model, np.float32).astype(np.float64)
     return None

@@ -1,5 +1,5 @@
 """Training inputs degraded as real inputs are (train.py --degrade): the LR image of each training
-plane quantised to 8 bits and compressed (JPEG, all-intra H.264/HEVC; srgpu.degrade) at a quality
+plane quantised to 8 bits and compressed (JPEG, all-intra H.264/HEVC; srgpu.tools.degrade) at a quality
 drawn at random per variant.
 
 Compressing per patch would take one ffmpeg call each, so each LR plane gets `variants` versions
@@ -7,7 +7,7 @@ once, in the data preparation: each is clean with probability `clean_fraction`, 
 by one of the specs (chosen uniformly) at a quality drawn uniformly from its range. The draw of a
 variant depends only on (seed, split, scale, plane, HR scale, variant): the same data on any
 machine, with any number of workers. Same-size planes at the same codec and quality go through one
-ffmpeg call (srgpu.degrade.compress_batch, which equals one call per plane).
+ffmpeg call (srgpu.tools.degrade.compress_batch, which equals one call per plane).
 
 The degraded LR planes can be kept in a cache folder (one file per scale and settings, named by a
 hash of them): the first process to need one makes it under a lock, others wait and read it.
@@ -28,8 +28,8 @@ from typing import Callable
 import numpy as np
 
 from srgpu.color import quantize
-from srgpu.degrade import Degradation, compress_batch, parse_degradation
-from srgpu.evaluate import modcrop
+from srgpu.tools.degrade import Degradation, compress_batch, parse_degradation
+from srgpu.tools.evaluate import modcrop
 from srgpu.resize import imresize
 
 CACHE_VERSION = 1

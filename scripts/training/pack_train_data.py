@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from srgpu.evaluate import image_files, luma_uint8  # noqa: E402
-from srgpu.imagefile import read_image  # noqa: E402
+from srgpu.tools.evaluate import image_files, luma_uint8  # noqa: E402
+from srgpu.images.files import read_image  # noqa: E402
 
 
 def main() -> None:

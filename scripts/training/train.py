@@ -14,7 +14,7 @@ pixel it scores saw the same context it sees at inference; a step computes that 
 with 'valid' convolutions (the same values and gradients without the padded border's work).
 
 Real-source models (--degrade jpeg:60-95 --degrade h264:18-30 --clean-fraction 0.2 --variants 4): the LR
-image is rounded to 8 bits and compressed (srgpu.degrade: OpenCV JPEG, all-intra libx264/libx265) before
+image is rounded to 8 bits and compressed (srgpu.tools.degrade: OpenCV JPEG, all-intra libx264/libx265) before
 the bicubic upscale; every training and validation plane gets --variants versions, each clean or
 compressed at a quality drawn at random (seeded: scripts/training/degraded_data.py), made once in the
 data preparation (and kept with --degraded-cache DIR). The flips/transposes then act on compressed
@@ -52,11 +52,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from srgpu.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores  # noqa: E402
-from srgpu.imagefile import read_image  # noqa: E402
-from srgpu.metrics import psnr, shave  # noqa: E402
+from srgpu.tools.evaluate import evaluate_folder, image_files, luma_uint8, mean_scores  # noqa: E402
+from srgpu.images.files import read_image  # noqa: E402
+from srgpu.tools.metrics import psnr, shave  # noqa: E402
 from srgpu.color import quantize  # noqa: E402
-from srgpu.degrade import parse_degradation  # noqa: E402
+from srgpu.tools.degrade import parse_degradation  # noqa: E402
 from srgpu.model import SRCNNModel  # noqa: E402
 from srgpu.resize import imresize  # noqa: E402
 
@@ -328,7 +328,7 @@ def main() -> None:
                     help="continue the run saved in --state exactly where it stopped (same schedule)")
     ap.add_argument("--time-limit", type=float,
                     help="seconds: stop at the last validation that fits (the state is saved; --resume goes on)")
-    real = ap.add_argument_group("real-source inputs (LR images compressed as real ones are; srgpu.degrade)")
+    real = ap.add_argument_group("real-source inputs (LR images compressed as real ones are; srgpu.tools.degrade)")
     real.add_argument("--degrade", action="append", metavar="CODEC:Q[-Q]",
                       help="compress the LR inputs: jpeg:LOW-HIGH, h264:LOW-HIGH (CRF), hevc:LOW-HIGH, repeatable "
                            "(e.g. --degrade jpeg:60-95 --degrade h264:18-30); each variant draws one spec and a "

@@ -21,7 +21,7 @@ REFERENCE_VERSION = 1  # bump when srgpu.reference's arithmetic changes
 
 
 def reference_dir(plan_cache: Path | None) -> Path:
-    from ..plans import cache_dir
+    from .plans import cache_dir
 
     return (plan_cache or cache_dir()).parent / "check-references"
 

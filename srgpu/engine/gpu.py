@@ -10,11 +10,11 @@ A frame whose 64- and 32-channel intermediates do not fit the memory budget runs
 strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
 border affects are discarded, so the result equals the untiled one exactly.
 
-The plan for a frame size and output bit depth (srgpu.plans) is the given one, else the cached one
+The plan for a frame size and output bit depth (srgpu.engine.plans) is the given one, else the cached one
 (per GPU model, model architecture, frame size, precision and depth), else the one this engine
 chose for another size at that depth, else a cached one of another size, else one chosen by the
-planner the engine was handed (srgpu.tune.Tuner), else the default. The depth enters here, from
-the output plane (srgpu.plans.output_bits): which kernel arithmetics meet the accuracy bar
+planner the engine was handed (srgpu.engine.tune.Tuner), else the default. The depth enters here, from
+the output plane (srgpu.engine.plans.output_bits): which kernel arithmetics meet the accuracy bar
 depends on it. Any compile or launch failure raises EngineError naming the kernel.
 """
 
@@ -34,9 +34,9 @@ from ..errors import EngineError
 from ..kernels.timing import time_ms
 from ..model import SRCNNModel
 from ..kernels.conv import ConvConfig
-from ..plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for,
-                     default_plan, load_cached, nearest_cached, output_bits, plan_key)
-from .base import Engine, FrameFormat, FrameProcessor, PlaneSpec
+from .plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for, default_plan, load_cached, nearest_cached, output_bits, plan_key)
+from .base import Engine
+from .frames import FrameFormat, FrameProcessor, PlaneSpec
 from .options import GPUOptions
 
 SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float32))
@@ -46,7 +46,7 @@ CACHED_SHAPES = 4  # frame sizes whose buffers are kept
 
 
 class Planner(Protocol):
-    """Chooses a plan for a frame size and output depth on ``engine`` and caches it (srgpu.tune.Tuner)."""
+    """Chooses a plan for a frame size and output depth on ``engine`` and caches it (srgpu.engine.tune.Tuner)."""
 
     def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan: ...
 
@@ -173,7 +173,7 @@ class GPUEngine(Engine):
         """Queue bicubic + SRCNN + conversion of device plane ``src`` (h, w) into ``out`` (H, W)
         (dtype uint8/uint16/float32) on ``self.stream``; or of a batch of planes of one size,
         (N, h, w) into (N, H, W), C-contiguous: one launch where the plan is fused. ``bits``: the
-        depth of the output this plane ends up in (srgpu.plans.output_bits; default ``out``'s own:
+        depth of the output this plane ends up in (srgpu.engine.plans.output_bits; default ``out``'s own:
         a float luma plane of an 8-bit image says 8). Work buffers are reused by the next call on
         this engine, which is ordered after this one by the stream."""
         in_shape, out_shape = tuple(src.shape[-2:]), tuple(out.shape[-2:])
@@ -201,7 +201,7 @@ class GPUEngine(Engine):
     # ------------------------------------------------------------ plans
 
     def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
-        """The plan for this frame size and output depth (``bits``, srgpu.plans.output_bits)."""
+        """The plan for this frame size and output depth (``bits``, srgpu.engine.plans.output_bits)."""
         key = (tuple(in_shape), tuple(out_shape), bits)
         plan = self._plans.get(key)
         if plan is None:
@@ -274,7 +274,7 @@ class GPUEngine(Engine):
     def check_plan(self, plan: Plan, bits: int = 8, seed: int = 0) -> None:
         """Run ``plan`` on a small random frame against the CPU reference in float64: a layer-wise
         plan's float32 output within 1e-4; a fused plan's output at ``bits`` within the accuracy
-        bar's level difference of the reference rounded to that depth (srgpu.plans.ACCURACY_BAR,
+        bar's level difference of the reference rounded to that depth (srgpu.engine.plans.ACCURACY_BAR,
         condition (1); the reference stands for the fp32 kernel, which is within ~1e-6 of it).
         The reference comes from disk when an earlier process computed it (check_reference.py);
         a plan fails only against one computed now. EngineError if it fails."""
@@ -470,7 +470,7 @@ class GPUEngine(Engine):
             _remember(self._io, key, bufs, limit=CACHED_SHAPES * 4)
         return bufs
 
-    # ------------------------------------------------------------ timing (srgpu.tune, srgpu.bench)
+    # ------------------------------------------------------------ timing (srgpu.engine.tune, srgpu.tools.bench)
 
     def time_network(self, plan: Plan, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8,
                      seed: int = 1) -> tuple[float, dict[str, float]]:
@@ -550,7 +550,7 @@ def strips(H: int, rows: int, halo: int) -> list[Strip]:
 
 def require_gpu(device_index: int = 0) -> None:
     """EngineError saying why, unless cuda:device_index is usable."""
-    from ..gpuinfo import cuda_status
+    from .gpuinfo import cuda_status
 
     status = cuda_status()
     if not status.usable:
@@ -594,7 +594,7 @@ class _CheckFrame:
 def _check_depth(plan: Plan, bits: int) -> int:
     """The depth ``plan``'s self-check runs at for outputs of ``bits``: a layer-wise plan is
     checked on its float output whatever the depth; a fused one at the depth (float outputs: at
-    16 bits, fused plans there being fp32, srgpu.plans.arithmetics_for)."""
+    16 bits, fused plans there being fp32, srgpu.engine.plans.arithmetics_for)."""
     return FLOAT_BITS if plan.kind == "layerwise" else min(bits, 16)
 
 

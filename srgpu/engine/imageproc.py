@@ -18,7 +18,7 @@ waited for, or when a new shape needs its place; a shape's groups start small an
 image, two, four ...), so that the first results come at once.
 
 A slot's buffers are views of buffers grown by capacity, so a new image size allocates nothing
-once the largest has been seen. A large image goes in bands of rows (srgpu.bands) of about
+once the largest has been seen. A large image goes in bands of rows (srgpu.engine.bands) of about
 ``band_output_pixels`` output pixels, so that device and pinned memory stay bounded; the bands
 overlap one another on the device.
 
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from ..bands import Band, band_rows, bands, halo_rows
-from ..plans import output_bits
-from .overlap import IN_FLIGHT, SlotPipeline, _Slot
+from .bands import Band, band_rows, bands, halo_rows
+from .plans import output_bits
+from .overlap import IN_FLIGHT, SlotPipeline, Slot
 from .pinned import empty_pinned
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class _Buffers:
     when an image needs more, so that new sizes allocate nothing. Only ever touched while the slot
     is free, so no copy or kernel still uses them."""
 
-    def __init__(self, slot: _Slot) -> None:
+    def __init__(self, slot: Slot) -> None:
         self.slot = slot
         self.pinned: dict[str, np.ndarray] = {}
         self.device: dict[str, Any] = {}
@@ -143,7 +143,7 @@ class _Group:
         self.capacity = capacity
         self.into = into  # a band: where its rows go in the whole image
         self.images: list[np.ndarray] = []
-        self.slot: _Slot | None = None
+        self.slot: Slot | None = None
         self.host_out: np.ndarray | None = None  # its pinned output block (N, H, W[, C]) once queued
         self.result: np.ndarray | None = None  # that block, once waited for
         self.error: BaseException | None = None
@@ -407,7 +407,7 @@ class OverlappedImages(SlotPipeline):
                 colour.to_planes(d_in.reshape(n * h, w, c), *(p.reshape(n * h, w) for p in planes),
                                  None if a_in is None else a_in.reshape(n * h, w), self.order, engine.stream)
                 # the float luma ends up in samples of the image's depth: the precision that
-                # meets the bar there may run (srgpu.plans)
+                # meets the bar there may run (srgpu.engine.plans)
                 engine.srcnn_device(planes[0], ups[0], top, output_bits(dtype, top))
                 engine.bicubic_device(planes[1:].reshape(2 * n, h, w), ups[1:].reshape(2 * n, H, W), top)
                 if a_in is not None:
@@ -418,7 +418,7 @@ class OverlappedImages(SlotPipeline):
 
 
 def _check_image(image: np.ndarray) -> None:
-    from ..imagefile import ImageFileError
+    from ..errors import ImageFileError
 
     if image.dtype not in (np.uint8, np.uint16):
         raise ImageFileError(f"unsupported sample type {image.dtype}")

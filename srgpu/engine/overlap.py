@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from ..errors import EngineError
-from .base import FrameFormat, FrameProcessor
+from .frames import FrameFormat, FrameProcessor
 from .pinned import empty_pinned
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
 
 
 @dataclass
-class _Slot:
+class Slot:
     index: int
     host_out: list[np.ndarray]
     dev_in: list[Any]
@@ -56,7 +56,7 @@ class _Slot:
 class Pending:
     """A submitted frame; ``wait()`` returns its upscaled planes (pinned views)."""
 
-    slot: _Slot
+    slot: Slot
     owner: "OverlappedGPU"
     tag: Any = None
     _planes: list[np.ndarray] | None = field(default=None, repr=False)
@@ -100,8 +100,8 @@ class SlotPipeline:
 
         self._cp = cp
         self._cond = threading.Condition()
-        self._free: deque[_Slot] = deque()
-        self._slots: list[_Slot] = []  # all of them, free or not: close() waits for each one's copies
+        self._free: deque[Slot] = deque()
+        self._slots: list[Slot] = []  # all of them, free or not: close() waits for each one's copies
         with engine.device, engine._guard("allocating pinned frame buffers"):
             for i in range(count):
                 host_out, dev_in, dev_out = buffers(i)
@@ -109,10 +109,10 @@ class SlotPipeline:
                 # block=True: a host wait sleeps instead of spinning a CPU core (cudaEventBlockingSync)
                 events = [cp.cuda.Event(block=True, disable_timing=not timed) for _ in range(3)]
                 starts = tuple(cp.cuda.Event(block=True) for _ in range(3)) if timed else None
-                self._slots.append(_Slot(i, host_out, dev_in, dev_out, stream, *events, starts))
+                self._slots.append(Slot(i, host_out, dev_in, dev_out, stream, *events, starts))
         self._free.extend(self._slots)
 
-    def _queue(self, slot: _Slot, upload: Callable[[Any], None], compute: Callable[[], None],
+    def _queue(self, slot: Slot, upload: Callable[[Any], None], compute: Callable[[], None],
                download: Callable[[Any], None], what: str = "queueing a frame", wait_upload: bool = True) -> None:
         """Queue one job on ``slot`` (acquired); returns once its upload is done (at once without
         ``wait_upload``: the caller uploads from the slot's own memory). The slot is released
@@ -143,11 +143,11 @@ class SlotPipeline:
             self._release(slot)
             raise
 
-    def _wait(self, slot: _Slot) -> None:
+    def _wait(self, slot: Slot) -> None:
         with self.engine.device, self.engine._guard("processing a frame"):
             slot.downloaded.synchronize()
 
-    def _acquire(self) -> _Slot:
+    def _acquire(self) -> Slot:
         with self._cond:
             while not self._free:
                 self._cond.wait()
@@ -155,7 +155,7 @@ class SlotPipeline:
             slot.busy = True
             return slot
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         with self._cond:
             if slot.busy:
                 slot.busy = False

@@ -42,7 +42,7 @@ def create_engine(device: str, model: SRCNNModel, scale: int, options: GPUOption
 
 
 def _gpu_engine(model: SRCNNModel, scale: int, index: int, options: GPUOptions, autotune: bool) -> Engine:
-    from ..gpuinfo import cuda_status
+    from .gpuinfo import cuda_status
 
     status = cuda_status()
     if not status.usable:
@@ -53,6 +53,6 @@ def _gpu_engine(model: SRCNNModel, scale: int, index: int, options: GPUOptions, 
         from .gpu import GPUEngine
     except ImportError as e:
         raise EngineError(f"the GPU engine is not available in this build ({e})") from None
-    from ..tune import Tuner  # the factory wires the tuner in: the engine itself never imports it
+    from .tune import Tuner  # the factory wires the tuner in: the engine itself never imports it
 
     return GPUEngine(model, scale, index, options, Tuner() if autotune else None)

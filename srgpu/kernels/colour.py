@@ -101,7 +101,7 @@ def definition_from_planes(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, alpha:
 
 
 def reference_to_planes(image: np.ndarray, order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """What srgpu.images.upscale_whole hands the engine: rgb_to_ycbcr in float64, cast to float32."""
+    """What srgpu.images.upscale.upscale_whole hands the engine: rgb_to_ycbcr in float64, cast to float32."""
     rgb = image[..., list(_rgb_index(order))]
     ycc = rgb_to_ycbcr(rgb.astype(np.float64) / top_of(image.dtype))
     alpha = image[..., 3].copy() if image.shape[-1] == 4 else None
@@ -110,7 +110,7 @@ def reference_to_planes(image: np.ndarray, order: str) -> tuple[np.ndarray, np.n
 
 def reference_from_planes(y: np.ndarray, cb: np.ndarray, cr: np.ndarray, alpha: np.ndarray | None,
                           dtype: np.dtype, order: str) -> np.ndarray:
-    """What srgpu.images.upscale_whole makes of the engine's planes: ycbcr_to_rgb, quantize."""
+    """What srgpu.images.upscale.upscale_whole makes of the engine's planes: ycbcr_to_rgb, quantize."""
     rgb = quantize(ycbcr_to_rgb(np.stack([y, cb, cr], axis=-1)), np.dtype(dtype), int(top_of(dtype)))
     out = rgb[..., list(_rgb_index(order))]
     return np.concatenate([out, alpha[..., None].astype(out.dtype)], axis=-1) if alpha is not None else out

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .. import outputs
-from ..engine.base import Engine, PlaneSpec
+from ..engine.base import Engine
+from ..engine.frames import PlaneSpec
 from . import containers, discont, ffmpeg, verify
 from .verify import SourceTiming
 from .errors import VideoError
@@ -236,7 +237,7 @@ def engine_gpu(engine: Engine) -> int | None:
 def video_codec(dst: Path, encoder: EncodeOptions) -> str:
     """The encoder a video written to ``dst`` gets: the one named, else the container's first
     default this ffmpeg has (the single place this is decided; plan_video and the chunk workers'
-    count, srgpu.workers.default_workers, ask it)."""
+    count, srgpu.batch.pool.default_workers, ask it)."""
     if encoder.codec is not None:
         return encoder.codec
     return containers.default_video_codec(containers.container_for(Path(dst).suffix), Path(dst).suffix,

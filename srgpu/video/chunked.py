@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .. import outputs
 from ..manifest import Settings, read_json, write_json
-from ..plans import output_bits
+from ..engine.plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, mkv, verify
 from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option
@@ -366,7 +366,7 @@ def file_digest(path: Path) -> tuple[int, str]:
 
 class Runner(Protocol):
     """Runs tasks (``task.execute(engine, progress)``) somewhere: in this process, in worker
-    processes of this machine (srgpu.workers), on a Dask cluster (srgpu.cluster)."""
+    processes of this machine (srgpu.batch.pool), on a Dask cluster (srgpu.batch.cluster)."""
 
     workers: int
 

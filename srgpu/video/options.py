@@ -46,7 +46,7 @@ class VideoOptions:
     engine, never), "nvdec" (from the first frame, or fail saying why) or "no"; ``strict``, damaged
     data that the decoder concealed fails the video (else a note names the frames);
     ``encoder_threads``, the x264 encoder's threads where several videos are encoded at once (a
-    folder on several workers: srgpu.workers.encoder_threads shares the cores out), None: its own
+    folder on several workers: srgpu.batch.pool.encoder_threads shares the cores out), None: its own
     choice. Like the machine's core count (x264's own default), they may change the encoded bits
     a little (frame threads), not what the video is: not a setting a resumed folder compares."""
 

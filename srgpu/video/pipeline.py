@@ -19,7 +19,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..engine.base import Engine, FrameFormat, FrameProcessor, PlaneSpec
+from ..engine.base import Engine
+from ..engine.frames import FrameFormat, FrameProcessor, PlaneSpec
 from .errors import VideoError
 from .reader import Frame, Reader
 from .writer import Writer

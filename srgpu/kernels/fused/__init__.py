@@ -5,7 +5,7 @@ the canonical GPU bicubic (bit for bit the one of bicubic.cu) into shared memory
 layers there and writes the final 8/16-bit (or float) plane; nothing intermediate touches global
 memory (fused_common.cu describes the tile walk and the replicate borders).
 
-Arithmetics (tiles.Arithmetic; which of them a user's --precision may use is srgpu.plans' call):
+Arithmetics (tiles.Arithmetic; which of them a user's --precision may use is srgpu.engine.plans' call):
 
 - ``fp32``: float32 on the FMA units; equals the CPU reference within ~1e-6.
 - ``fp16``: tensor cores (mma.sync m16n8k16, fp32 accumulation) with every fp16 operand split

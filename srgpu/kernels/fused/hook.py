@@ -1,4 +1,4 @@
-"""The fused backend's hook, as srgpu.plans names it (FUSED_BACKENDS): which tiles can serve the
+"""The fused backend's hook, as srgpu.engine.plans names it (FUSED_BACKENDS): which tiles can serve the
 kernel arithmetics the plans allow on a device, and a runner for a chosen one."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def available(model: SRCNNModel, arithmetic: Arithmetic, limits: Any) -> str | N
 
 def fused_candidates(model: SRCNNModel, limits: Any, arithmetics: Sequence[Arithmetic]) -> list[FusedConfig]:
     """The tiles worth timing for ``model`` on a device with ``limits`` in each of ``arithmetics``
-    (srgpu.plans decides which arithmetics a precision allows); EngineError if none can run."""
+    (srgpu.engine.plans decides which arithmetics a precision allows); EngineError if none can run."""
     out = []
     for a in arithmetics:
         if available(model, a, limits) is None:

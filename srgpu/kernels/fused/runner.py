@@ -272,7 +272,7 @@ def self_check(device_index: int = 0, arithmetic: Arithmetic = "fp32", arch: str
     """Random weights and a random 8-bit plane of an awkward size through the fused kernel against
     :func:`reference`: raw max abs error (fp32; raises over 1e-4) or 8-bit agreement (tensor
     cores; raises over one level apart; whether the agreement meets the accuracy bar is
-    srgpu.plans' call). Returns the measured figures."""
+    srgpu.engine.plans' call). Returns the measured figures."""
     import cupy as cp
 
     from ...model import random_model

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-# The arithmetic of a fused kernel (not the user's --precision, which srgpu.plans maps onto these):
+# The arithmetic of a fused kernel (not the user's --precision, which srgpu.engine.plans maps onto these):
 # fp32 on the FMA units; fp16 the split hi + lo tensor-core scheme (~22 bits); fp16-fast plain
 # fp16 operands (11 bits; a few % of 8-bit pixels one level off).
 Arithmetic = Literal["fp32", "fp16", "fp16-fast"]
@@ -90,7 +90,7 @@ class FusedConfig:
     def slow_build(self) -> bool:
         """Whether building the kernel takes long enough to hold up a first run (the row-streamed tile's unrolled
         consumer: 63 s under the H100 machine's NVRTC, BENCHMARKS.md); the quick choice builds those in the
-        background instead (srgpu.tune.choose)."""
+        background instead (srgpu.engine.tune.choose)."""
         return self.rows
 
     def runs_on(self, compute_capability: str) -> bool:

@@ -1,31 +1,32 @@
-"""The ``srgpu`` command: thin Typer commands over the library. One function per command; this
-module owns the progress bars and all printing. Expected errors print one line
+"""The ``srgpu`` command: thin Typer commands over the library. One function per command; the
+progress bars are srgpu.cli.progress's, the printing srgpu.cli.output's. Expected errors print one line
 ``srgpu: error: ...`` on stderr and exit non-zero, without a traceback."""
 
-from __future__ import annotations
 
+from __future__ import annotations
 import contextlib
 import json
 import os
 import platform
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
-
 import typer
-from tqdm import tqdm
-
-from . import __version__
-from .engine import Engine, EngineError, GPUOptions, create_engine
-from .imagefile import ImageFileError
-from .images import DEFAULT_MAX_PIXELS, BatchError, BatchResult, ImageOptions, Job, Outcome, Plan, plan_batch, run_batch
-from .model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
+from .. import __version__
+from ..engine import Engine, EngineError, GPUOptions, create_engine
+from ..errors import ImageFileError
+from ..images.upscale import DEFAULT_MAX_PIXELS
+from ..batch.plan import BatchError, BatchResult, Job, Plan, plan_batch
+from ..batch.local import ImageOptions, run_batch
+from ..model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .summary import Chunks, JsonReport
-from .video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
+from ..video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
+from .progress import _ChunkBar, _FilesProgress, _Progress
+from .output import _error, _info, _report_batch
+
 
 app = typer.Typer(
     name="srgpu",
@@ -39,21 +40,18 @@ app = typer.Typer(
 
 def _expected_errors() -> tuple[type[BaseException], ...]:
     """Errors that are the user's input or environment, reported in one line."""
-    from .degrade import DegradeError
-    from .demo import DemoError
-    from .images import _video
+    from ..tools.degrade import DegradeError
+    from ..tools.demo import DemoError
+    from ..batch.plan import video_api
 
-    from .workers import WorkerError
+    from ..batch.pool import WorkerError
 
     errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError,
                                          DegradeError]
-    if _video is not None:
-        errors.append(_video.VideoError)
+    video = video_api()
+    if video is not None:
+        errors.append(video.VideoError)
     return tuple(errors)
-
-
-def _error(message: str) -> None:
-    tqdm.write(f"srgpu: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 class Terminated(KeyboardInterrupt):
@@ -84,11 +82,6 @@ def _reported() -> Iterator[None]:
         signum = getattr(e, "signum", signal.SIGINT)
         _error("interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})")
         raise typer.Exit(128 + signum) from None
-
-
-def _info(message: str, quiet: bool) -> None:
-    if not quiet:
-        tqdm.write(f"srgpu: {message}", file=sys.stderr)
 
 
 PRECISION_HELP = ("GPU arithmetic: auto (default: the fastest plan that meets the accuracy bar for the output's "
@@ -150,163 +143,6 @@ def _describe_engine(engine: Engine) -> str:
 # ---------------------------------------------------------------- upscale
 
 
-LOG_PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
-# No rate is shown before this much time or before any work of this run is counted (files skipped
-# at once, as in a resumed folder, are not: they read as thousands a second).
-MIN_RATE_SECONDS = 0.1
-
-
-def _rate(done: int, seconds: float) -> float | None:
-    """Work per second over the real elapsed time, or None while it would mean nothing."""
-    return done / seconds if done > 0 and seconds >= MIN_RATE_SECONDS else None
-
-
-class _TermBar(tqdm):
-    """tqdm with _LogBar's rate: this run's work over real elapsed time (no smoothing of bursts),
-    and '?' until it means something."""
-
-    @property
-    def format_dict(self) -> dict:  # type: ignore[override]
-        d = super().format_dict
-        d["rate"] = _rate(d["n"] - d["initial"], d["elapsed"]) or 0  # 0: tqdm shows '?' (and no ETA)
-        return d
-
-
-class _LogBar:
-    """Progress for a log (stderr not a terminal): a plain line every LOG_PROGRESS_EVERY seconds and
-    one at the end, instead of a bar redrawn with carriage returns and escape codes. The part of
-    tqdm's interface that _Progress uses."""
-
-    def __init__(self, total: int | None, unit: str, desc: str, started: float | None = None) -> None:
-        self.total, self.unit, self.desc = total, unit, desc
-        self.n = 0
-        self.initial = 0  # done before this run (a resumed job): not part of the rate
-        self._start = started if started is not None else time.monotonic()
-        self._last = time.monotonic()
-        self._printed = -1  # the count last printed
-        self._closed = False
-
-    def update(self, n: int = 1) -> None:
-        self.n += n
-        if time.monotonic() - self._last >= LOG_PROGRESS_EVERY:
-            self._line()
-
-    def refresh(self) -> None:
-        """Nothing to redraw."""
-
-    def close(self) -> None:
-        if not self._closed and self.n and self.n != self._printed:
-            self._line()
-        self._closed = True
-
-    def _line(self) -> None:
-        self._last = now = time.monotonic()
-        self._printed = self.n
-        rate = _rate(self.n - self.initial, now - self._start)
-        done = f"{self.n}/{self.total}" if self.total else f"{self.n}"
-        speed = "" if not rate else f", {rate:.1f} {self.unit}/s" if rate >= 0.1 else f", {1 / rate:.0f} s/{self.unit}"
-        eta = f", ETA {_clock((self.total - self.n) / rate)}" if self.total and rate and self.n < self.total else ""
-        things = {"img": "images", "frame": "frames", "file": "files", "row": "rows"}.get(self.unit, self.unit)
-        print(f"srgpu: {self.desc}: {done} {things}{speed}{eta}", file=sys.stderr, flush=True)
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
-
-
-def _bar(total: int | None, unit: str, desc: str, leave: bool = True, started: float | None = None) -> tqdm | _LogBar:
-    """A progress bar on a terminal, plain lines in a log; ``started`` (time.monotonic()): when the
-    work it counts began, if before the bar (its rate and ETA count from then)."""
-    if not sys.stderr.isatty():
-        return _LogBar(total, unit, desc, started)
-    bar = _TermBar(total=total, unit=unit, desc=desc, file=sys.stderr, dynamic_ncols=True, leave=leave, smoothing=0)
-    if started is not None:
-        bar.start_t -= time.monotonic() - started
-    return bar
-
-
-def _file_outcome(outcome: Outcome, quiet: bool, files: "tqdm | _LogBar | None", error: bool = True) -> None:
-    """A file's outcome as it comes: its error (``error``), its notes, one more on the files bar."""
-    if error and outcome.status == "failed":
-        _error(outcome.message)
-    for note in outcome.notes:
-        _info(f"note: {outcome.job.src}: {note}", quiet)
-    if files is not None:
-        if outcome.status == "skipped" or not outcome.seconds:  # no work: not part of the rate
-            files.initial += 1
-        files.update(1)
-
-
-class _Progress:
-    """Progress for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA); bars on a
-    terminal, plain periodic lines in a log."""
-
-    def __init__(self, plan: Plan, quiet: bool) -> None:
-        self.quiet = quiet
-        self.single = plan.single
-        self.files: tqdm | _LogBar | None = None
-        self.frames: tqdm | _LogBar | None = None
-        self.rows: tqdm | _LogBar | None = None
-        self.job: Job | None = None
-        self.job_started = time.monotonic()
-        all_images = not plan.has_video
-        if not quiet and (not plan.single or all_images):
-            self.files = _bar(len(plan.jobs), "img" if all_images else "file", "upscale")
-
-    def start(self, job: Job) -> None:
-        self.job, self.job_started = job, time.monotonic()
-        if job.kind == "video" and not self.quiet:
-            self.frames = _bar(None, "frame", job.src.name, leave=self.single)
-
-    def rows_done(self, done: int, total: int) -> None:
-        """Inside a large image (upscaled in bands): output rows, so that the bar moves."""
-        if self.quiet:
-            return
-        if self.rows is None and done < total:
-            self.rows = _bar(total, "row", self.job.src.name, leave=False, started=self.job_started)
-        if self.rows is not None:
-            self.rows.update(done - self.rows.n)
-            if done >= total:
-                self.rows.close()
-                self.rows = None
-
-    def frames_done(self, increment: int, total: int | None) -> None:
-        if self.frames is None:
-            return
-        if total and self.frames.total != total:
-            self.frames.total = total
-            self.frames.refresh()
-        self.frames.update(increment)
-
-    def done(self, outcome: Outcome) -> None:
-        if self.frames is not None:
-            self.frames.close()
-            self.frames = None
-        _file_outcome(outcome, self.quiet, self.files, error=not self.single)  # one file's error: in the summary
-
-    def close(self) -> None:
-        for bar in (self.rows, self.frames, self.files):
-            if bar is not None:
-                bar.close()
-
-
-def _report_batch(result: BatchResult, quiet: bool) -> None:
-    if result.single:
-        outcome = result.outcomes[0]
-        if outcome.status == "failed":
-            _error(outcome.message)
-        elif not quiet:
-            detail = f"{outcome.message}, " if outcome.message else ""
-            print(f"wrote {outcome.job.dst} ({detail}{outcome.seconds:.1f} s)")
-        return
-    if not quiet:
-        print(result.summary())
-    if result.failed:
-        _error(f"{len(result.failed)} of {len(result.outcomes)} files failed: "
-               + ", ".join(str(o.job.src) for o in result.failed))
-
-
 @app.command()
 def upscale(
     input: Path = typer.Argument(..., metavar="INPUT", help="An image, a video, or a folder (recursive; may mix both)."),
@@ -358,7 +194,7 @@ def upscale(
         image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
                                      max_pixels=_max_pixels(max_megapixels))
         if cluster is not None:
-            from .cluster import check_address
+            from ..batch.cluster import check_address
 
             cluster = check_address(cluster)
             # a task names files, and a cluster's worker opens them from its own working directory
@@ -407,60 +243,10 @@ def _absolute(path: Path) -> Path:
     return Path(os.path.abspath(path))
 
 
-class _ChunkBar:
-    """Progress of a video cut into chunks: one bar (or log line) over the whole job's frames, with
-    the chunks done in its description; frames already made by an interrupted run count as done
-    from the start (the rate and ETA count only this run's work)."""
-
-    def __init__(self, name: str, quiet: bool) -> None:
-        self.name, self.quiet = name, quiet
-        self.bar: tqdm | _LogBar | None = None
-        self.done = self.total = self.reused = self.reused_frames = 0
-
-    def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None:
-        self.done, self.total = chunks_done, chunks
-        self.reused, self.reused_frames = chunks_done, frames_done  # made by an interrupted run (--json)
-        if self.quiet:
-            return
-        if chunks_done:
-            _info(f"resuming: {chunks_done} of {chunks} chunks ({frames_done} frames) already made", False)
-        self.bar = _bar(frames, "frame", self._desc())
-        if isinstance(self.bar, _LogBar):
-            self.bar.initial = self.bar.n = frames_done
-        elif frames_done:
-            self.bar.initial = self.bar.n = self.bar.last_print_n = frames_done
-            self.bar.refresh()
-
-    def _desc(self, what: str | None = None) -> str:
-        return f"{self.name} [{what or f'{self.done}/{self.total} chunks'}]"
-
-    def _describe(self, desc: str) -> None:
-        if isinstance(self.bar, _LogBar):
-            self.bar.desc = desc
-        elif self.bar is not None:
-            self.bar.set_description(desc, refresh=True)
-
-    def frames(self, n: int) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def chunk_done(self, done: int, total: int) -> None:
-        self.done, self.total = done, total
-        self._describe(self._desc())
-
-    def joining(self) -> None:
-        self._describe(self._desc("joining"))
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def _forget_finished_chunks(output: Path, quiet: bool) -> None:
     """A chunked run killed after publishing its output leaves its work folder: removed (and said)
     where the output there is the file that run verified, before existing outputs are looked for."""
-    from .video.chunked import forget_finished_in
+    from ..video.chunked import forget_finished_in
 
     for dst in forget_finished_in(output if output.is_dir() else output.parent):
         _info(f"note: {dst}: complete (verified and published by a run killed before its clean-up); the chunks "
@@ -472,18 +258,18 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
                        chunk_seconds: float | None, cluster: str | None, report: "JsonReport") -> bool:
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
     where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
-    from .video import chunked
-    from .video.api import threads_option
-    from .workers import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
+    from ..batch.pool import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
+    from ..video import chunked
+    from ..video.api import threads_option
 
     spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
     if cluster:
-        from .cluster import DaskRunner
+        from ..batch.cluster import DaskRunner
 
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
     else:
-        from .video.api import video_codec
+        from ..video.api import video_codec
 
         wplan = plan_workers(device, gpus, workers, encoder=video_codec(job.dst, video.encode))
         count, what = wplan.workers, wplan.describe()
@@ -542,39 +328,12 @@ def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOpti
     return True
 
 
-class _FilesProgress:
-    """Progress of a folder on workers: one bar over the files (images/s, ETA) and, where the
-    folder holds videos, one over the frames every worker makes (a worker that dies takes its
-    frames back); a failed file's error and every note as each file's outcome comes."""
-
-    def __init__(self, plan: Plan, quiet: bool) -> None:
-        self.quiet = quiet
-        self.files: tqdm | _LogBar | None = None
-        self.frames_bar: tqdm | _LogBar | None = None
-        if not quiet:
-            self.files = _bar(len(plan.jobs), "file" if plan.has_video else "img", "upscale")
-            if plan.has_video:
-                self.frames_bar = _bar(None, "frame", "video frames")
-
-    def frames(self, n: int) -> None:
-        if self.frames_bar is not None:
-            self.frames_bar.update(n)
-
-    def done(self, outcome: Outcome) -> None:
-        _file_outcome(outcome, self.quiet, self.files)
-
-    def close(self) -> None:
-        for bar in (self.frames_bar, self.files):
-            if bar is not None:
-                bar.close()
-
-
 def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
     """The encoder every video of a folder gets, if they share one (the default worker count
-    depends on it: srgpu.workers.default_workers); None where they differ or one cannot be decided
+    depends on it: srgpu.batch.pool.default_workers); None where they differ or one cannot be decided
     now (that file's own error comes when it runs)."""
-    from .video.api import video_codec
-    from .video.errors import VideoError
+    from ..video.api import video_codec
+    from ..video.errors import VideoError
 
     try:
         encoders = {video_codec(job.dst, video.encode) for job in plan.jobs if job.kind == "video"}
@@ -587,19 +346,19 @@ def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video:
                                images: ImageOptions, quiet: bool, device: str, precision: str,
                                workers: int | None, gpus: str | None, cluster: str | None,
                                report: "JsonReport") -> BatchResult | str:
-    """A folder whose files go to the chunk workers, one file per task (srgpu.batch_workers: when
+    """A folder whose files go to the chunk workers, one file per task (srgpu.batch.pool_files: when
     that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
     import dataclasses
 
-    from .batch_workers import may_use_workers, run_files, use_workers
-    from .workers import EngineSpec, LocalPool, encoder_threads, plan_workers
+    from ..batch.pool_files import may_use_workers, run_files, use_workers
+    from ..batch.pool import EngineSpec, LocalPool, encoder_threads, plan_workers
 
     explicit = workers is not None or gpus is not None
     if not may_use_workers(plan, explicit, cluster is not None):
         return device
     spec = EngineSpec(srcnn, scale, device=device, precision=precision)
     if cluster:
-        from .cluster import DaskRunner
+        from ..batch.cluster import DaskRunner
 
         runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
         count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
@@ -645,7 +404,7 @@ def compare_command(
 ) -> None:
     """One PNG with the same crop side by side at the output scale: the source enlarged by nearest
     neighbour and by bicubic, and by srgpu with each --model, labelled."""
-    from . import compare as comparing
+    from ..tools import compare as comparing
 
     with _reported():
         when = comparing.parse_time(at) if at is not None else None
@@ -667,7 +426,7 @@ def compare_command(
 def eval_report(results: list, scale: int, model: SRCNNModel, degradation: object = None) -> dict:
     """The ``eval --json`` object (schema in README.md); ``degradation`` (--degrade) is recorded
     only where given, so a clean evaluation's object is what it always was."""
-    from .evaluate import mean_scores
+    from ..tools.evaluate import mean_scores
 
     def scores(s: object) -> dict:
         return {"psnr": float(s.psnr), "ssim": float(s.ssim)}  # type: ignore[attr-defined]
@@ -697,8 +456,8 @@ def eval_command(
 ) -> None:
     """Y-PSNR and SSIM of bicubic and SRCNN on a folder, by the authors' protocol (CPU, float64);
     with --degrade, on compressed LR inputs."""
-    from .degrade import parse_degradation
-    from .evaluate import evaluate_folder, image_files
+    from ..tools.degrade import parse_degradation
+    from ..tools.evaluate import evaluate_folder, image_files
 
     with _reported():
         degradation = None
@@ -759,8 +518,8 @@ def _module_version(name: str) -> str:
 @app.command()
 def info() -> None:
     """Versions, CUDA devices (or why none is usable) and the models available."""
-    from .gpuinfo import cuda_status
-    from .images import video_support
+    from ..engine.gpuinfo import cuda_status
+    from ..batch.plan import video_support
 
     print(f"srgpu {__version__} (python {platform.python_version()}, {platform.machine()})")
     for name in ("numpy", "cv2", "cupy", "typer", "tqdm", "imageio_ffmpeg"):
@@ -768,7 +527,7 @@ def info() -> None:
     print(f"  {'ffmpeg':<15} {_ffmpeg_version()}")
     print(f"  {'video support':<15} {'yes' if video_support() else 'no (srgpu.video is not available)'}")
     if video_support():
-        from .video.hwdecode import nvdec_status
+        from ..video.hwdecode import nvdec_status
 
         print(f"  {'NVDEC':<15} {_reporting(nvdec_status)}")
     status = cuda_status()
@@ -791,7 +550,7 @@ def info() -> None:
 def _set5_note(path: Path) -> str:
     """'Set5 36.20 dB (bicubic 33.66)  ' from a trained file's provenance, or '' (never fails)."""
     try:
-        from .model import load_npz
+        from ..model import load_npz
 
         meta = load_npz(path).metadata
         return f"Set5 {float(meta['set5_psnr']):.2f} dB (bicubic {float(meta['set5_bicubic_psnr']):.2f})  "
@@ -810,8 +569,8 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or messages, errors only."),
 ) -> None:
     """Render a short clip from ffmpeg's test source and upscale it x2 with the default model."""
-    from .demo import ClipSpec, DemoError, render_clip
-    from .images import video_support
+    from ..tools.demo import ClipSpec, DemoError, render_clip
+    from ..batch.plan import video_support
 
     with _reported():
         if not video_support():
@@ -855,7 +614,7 @@ def _frame_size(size: str) -> tuple[int, int]:
 
 
 def _cuda_index(device: str) -> int:
-    from .engine.select import parse_device
+    from ..engine.select import parse_device
 
     kind, index = parse_device(device)
     if kind != "cuda":
@@ -875,7 +634,7 @@ def tune_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the chosen plan."),
 ) -> None:
     """Time every kernel variant and launch shape on this GPU for one frame size; cache the fastest plan."""
-    from . import bench as tuning
+    from ..tools import bench as tuning
 
     lr_shape = _frame_size(size)
     with _reported():
@@ -923,7 +682,7 @@ def bench_command(
     with VIDEO / --pipeline: fps of each stage of a video upscale and the bottleneck, or with FOLDER:
     srgpu on a folder of images against the codec floor (read + cv2.resize + write), with its own
     split into read, engine and write."""
-    from .model import BUILTIN_ARCHS
+    from ..model import BUILTIN_ARCHS
 
     lr_shape = _frame_size(size)
     log = None if quiet or json_out else (lambda s: _info(s, False))
@@ -934,7 +693,7 @@ def bench_command(
         _bench_pipeline(video, frames, lr_shape, scale, model, device, precision, codec, crf, preset, hwdec,
                         json_out, log)
         return
-    from . import bench as benchmark
+    from ..tools import bench as benchmark
 
     with _reported():
         index = _cuda_index(device)
@@ -950,7 +709,7 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
                     json_out: bool, log: Optional[Callable[[str], None]]) -> None:
     import tempfile
 
-    from . import bench_video
+    from ..tools import bench_video
 
     options = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset), hwdec=hwdec)
     with _reported(), tempfile.TemporaryDirectory(prefix="srgpu-bench-") as tmp:
@@ -968,8 +727,8 @@ def _bench_pipeline(video: Optional[Path], frames: int, lr_shape: tuple[int, int
 def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, precision: str, jobs: Optional[int],
                   png_compression: Optional[int], fmt: Optional[str], json_out: bool,
                   log: Optional[Callable[[str], None]]) -> None:
-    from . import bench_folder
-    from .engine.select import parse_device
+    from ..tools import bench_folder
+    from ..engine.select import parse_device
 
     with _reported():
         images = ImageOptions(jobs=jobs, png_compression=png_compression)
@@ -990,8 +749,8 @@ def _bench_folder(folder: Path, scale: int, model: Optional[str], device: str, p
 
 
 def _cached_plan_lines(name: str, compute_capability: str) -> list[str]:
-    from .kernels.launch import gpu_key
-    from .plans import cached_plans
+    from ..kernels.launch import gpu_key
+    from ..engine.plans import cached_plans
 
     lines = []
     for key, plan in cached_plans(gpu_key(name, compute_capability)):
@@ -1015,5 +774,3 @@ def main() -> None:
     app(prog_name="srgpu")
 
 
-if __name__ == "__main__":
-    main()

@@ -121,8 +121,8 @@ def _jpeg(image: np.ndarray, quality: int) -> np.ndarray:
 def ffmpeg_exe() -> str:
     """The ffmpeg srgpu runs everywhere (srgpu.video.ffmpeg.ffmpeg_exe: imageio-ffmpeg's, or
     $IMAGEIO_FFMPEG_EXE)."""
-    from .video import ffmpeg
-    from .video.errors import VideoError
+    from ..video import ffmpeg
+    from ..video.errors import VideoError
 
     try:
         return ffmpeg.ffmpeg_exe()

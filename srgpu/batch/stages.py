@@ -1,6 +1,6 @@
 """Plumbing for a batch whose files are decoded and encoded on worker threads: how many threads, a
 byte budget for the images in flight, results handed on in submission order, and the time each
-stage took. Nothing here knows about images or engines (srgpu.images runs the stages)."""
+stage took. Nothing here knows about images or engines (srgpu.batch.local runs the stages)."""
 
 from __future__ import annotations
 

@@ -9,13 +9,14 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .color import quantize, rgb_to_y_uint8
+from ..color import quantize, rgb_to_y_uint8
 from .degrade import Degradation
-from .imagefile import IMAGE_EXTENSIONS, ImageFileError, read_image
+from ..images.files import IMAGE_EXTENSIONS, read_image
+from ..errors import ImageFileError
 from .metrics import psnr, shave, ssim
-from .model import SRCNNModel
-from .reference import srcnn_forward
-from .resize import imresize
+from ..model import SRCNNModel
+from ..reference import srcnn_forward
+from ..resize import imresize
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .cpus import cpu_cores, strip_pool
+from ..cpus import cpu_cores, strip_pool
 
 MIN_STRIP_PIXELS = 2**20  # below about a megapixel a strip costs more to hand out than to encode
 _SOI, _EOI, _SOS, _DRI = 0xD8, 0xD9, 0xDA, 0xDD

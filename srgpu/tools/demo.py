@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import outputs
+from .. import outputs
 
 
 class DemoError(RuntimeError):
@@ -24,8 +24,8 @@ class ClipSpec:
 
 
 def ffmpeg_exe() -> str:
-    from .video import ffmpeg
-    from .video.errors import VideoError
+    from ..video import ffmpeg
+    from ..video.errors import VideoError
 
     try:
         return ffmpeg.ffmpeg_exe()

@@ -6,7 +6,7 @@
 2. The codec floor: the same files read, resized by OpenCV's bicubic (cv2.resize, INTER_CUBIC) and
    written in the same formats and settings, on as many threads: what the codecs alone cost, the
    least a folder run could take.
-3. srgpu's own split of each run (srgpu.batch_stages.StageTimes): seconds of decoding and of encoding
+3. srgpu's own split of each run (srgpu.batch.stages.StageTimes): seconds of decoding and of encoding
    summed over the worker threads (and that sum over the thread count: the stage's wall time if it
    ran alone and perfectly spread), the engine's seconds, and how long the engine waited for reads
    and for writers.
@@ -30,11 +30,12 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
-from . import __version__
-from .engine.base import Engine
-from .imagefile import encode_params
-from .images import BatchError, ImageOptions, plan_batch, run_batch
-from .batch_stages import StageTimes
+from .. import __version__
+from ..engine.base import Engine
+from ..images.files import encode_params
+from ..batch.plan import BatchError, plan_batch
+from ..batch.local import ImageOptions, run_batch
+from ..batch.stages import StageTimes
 
 EngineFactory = Callable[[Path | None], Engine]  # plan cache folder (None: the CPU engine) -> engine
 

@@ -17,7 +17,7 @@ A worker lost while it makes a chunk (killed, its machine gone) is the scheduler
 gives the task to another worker (up to the scheduler's ``allowed-failures``), and a task that
 raises is retried ``retries`` times. Nothing half-made counts: a chunk file gets its name only
 once it is verified, and the join checks every chunk's hash (srgpu.video.chunked); a file of a
-folder gets its name only once whole (srgpu.filetasks). A finished task's future is let go as soon
+folder gets its name only once whole (srgpu.batch.tasks). A finished task's future is let go as soon
 as its result is here (the result that matters is on disk), so the scheduler never recomputes it
 when the worker that held it is lost; a task run again anyway finds its chunk verified and returns
 it without work. When a run stops (a failure, Ctrl-C), its tasks are cancelled, the running ones
@@ -33,8 +33,8 @@ import time
 import uuid
 from typing import Any, Callable, Sequence
 
-from .errors import EngineError
-from .workers import EngineSpec, ErrorCallback, StartCallback, WorkerError
+from ..errors import EngineError
+from .pool import EngineSpec, ErrorCallback, StartCallback, WorkerError
 
 _local = threading.local()  # one engine per worker thread (engines are not shared between threads)
 
@@ -107,7 +107,7 @@ class Stopped(Exception):
 def run_task(task: Any, spec: EngineSpec, run: str = "") -> Any:
     """On a Dask worker: run one task with this thread's engine for ``spec`` (made on first use);
     it ends at its next frame once its ``run`` is stopped (stop_run)."""
-    from .manifest import weights_hash
+    from ..manifest import weights_hash
 
     def check(n: int = 0) -> None:
         if run in _stopped:

@@ -20,7 +20,7 @@ from concurrent.futures import Future
 import cv2
 import numpy as np
 
-from .cpus import cpu_cores, strip_pool
+from ..cpus import cpu_cores, strip_pool
 from .jpegstrips import MIN_STRIP_PIXELS
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, TextIO
 
-from . import __version__
+from .. import __version__
 
 if TYPE_CHECKING:
-    from .images import BatchResult, Job, Outcome, Plan
-    from .video.api import VideoResult
-    from .video.options import EncodeOptions
+    from ..batch.plan import BatchResult, Job, Outcome, Plan
+    from ..video.api import VideoResult
+    from ..video.options import EncodeOptions
 
 Status = Literal["written", "redone", "skipped", "failed"]
 SCHEMA = 1  # the summary's version: a field removed or changed in meaning raises it
@@ -49,7 +49,7 @@ class Encoder:
 
     @classmethod
     def of(cls, result: "VideoResult", encode: "EncodeOptions | None") -> "Encoder":
-        from .video.api import DEFAULT_CRF, NO_CRF
+        from ..video.api import DEFAULT_CRF, NO_CRF
 
         crf = encode.crf if encode is not None and encode.crf is not None else DEFAULT_CRF.get(result.codec)
         return cls(result.codec, result.pix_fmt, None if result.codec in NO_CRF else crf,

@@ -4,7 +4,7 @@ A band keeps output rows ``[k0 * scale, k1 * scale)`` and reads input rows ``[b0
 its own rows plus :func:`halo_rows` of context either side as far as the image goes. With an
 integer scale a band that starts at an input row sees the same bicubic phases as the whole image,
 and its cut edges' false borders reach only the context rows, which are dropped: on the CPU engine
-the bands are bit-identical to the whole image. Shared by srgpu.images (the CPU path) and
+the bands are bit-identical to the whole image. Shared by srgpu.batch.local (the CPU path) and
 srgpu.engine.imageproc (the GPU's image path), which choose their own band sizes.
 """
 

@@ -18,22 +18,19 @@ from typing import Callable, Iterator, Literal, Optional
 import cv2
 import numpy as np
 
-from . import jpegstrips, outputs, pngstrips
-from .imagemeta import (add_tiff_icc, declared_size, exif_orientation, frame_count, icc_colour_space,
-                        icc_well_formed, tiff_icc, upright)
+from . import jpegstrips, pngstrips
+from .. import outputs
+from ..errors import ImageFileError
+from .meta import (add_tiff_icc, declared_size, exif_orientation, frame_count, icc_colour_space, icc_well_formed, tiff_icc, upright)
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
-# where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.imagemeta)
+# where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.images.meta)
 _ICC_BY_OPENCV = frozenset({".png", ".jpg", ".jpeg", ".webp"})
 _TIFF = frozenset({".tif", ".tiff"})
 _JPEG = frozenset({".jpg", ".jpeg"})
 _STORED_AS_RGB = frozenset({".webp"})  # WebP has no gray: OpenCV writes a gray image as RGB
 PNG_LEVELS = range(0, 10)  # zlib levels for --png-compression; None: OpenCV's own fast default
 ChannelOrder = Literal["rgb", "bgr"]  # of colour pixels in memory; "bgr" is OpenCV's (no swap at either end)
-
-
-class ImageFileError(ValueError):
-    """An image that cannot be read or written; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +123,7 @@ def opencv_max_pixels() -> int:
 
 def _check_declared(path: Path, data: memoryview, max_pixels: int | None) -> None:
     """Refuse, before any decoding, a file too large to decode and one whose frames or pages all
-    but the first would be lost (srgpu.imagemeta reads both from the file's headers)."""
+    but the first would be lost (srgpu.images.meta reads both from the file's headers)."""
     size = declared_size(data)
     if size is not None:
         w, h = size
@@ -166,10 +163,6 @@ def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | 
     if icc is None and data[:4].tobytes() in (b"II*\x00", b"MM\x00*"):  # OpenCV reads no TIFF profile
         icc = tiff_icc(data.tobytes())
     return image, found.get(cv2.IMAGE_METADATA_EXIF), icc
-
-
-def encode_image(image: np.ndarray, extension: str, jpeg_quality: int = 95) -> bytes:
-    return bytes(encode_image_data(image, extension, jpeg_quality=jpeg_quality).data)
 
 
 def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = None,
@@ -257,7 +250,7 @@ StripEncoder = Callable[[Optional[bytes]], Optional[list]]  # ICC profile or Non
 
 def _strip_encoder(image: np.ndarray, ext: str, jpeg_quality: int, png_compression: int | None) -> StripEncoder | None:
     """How ``image`` (OpenCV's order) is encoded on every core, where its format and settings allow
-    and its size pays (srgpu.jpegstrips, srgpu.pngstrips: the files OpenCV's settings make); None:
+    and its size pays (srgpu.images.jpegstrips, srgpu.images.pngstrips: the files OpenCV's settings make); None:
     one OpenCV call."""
     if ext in _JPEG and image.dtype == np.uint8 and jpegstrips.splits(image):
         return lambda icc: jpegstrips.encode_jpeg(image, jpeg_quality, icc)

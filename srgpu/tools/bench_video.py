@@ -24,10 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .engine.base import Engine
-from .video.api import VideoError, VideoOptions, engine_gpu, open_reader, plan_video, upscale_video
-from .video.reader import Frame
-from .video.writer import Writer
+from ..engine.base import Engine
+from ..video.api import VideoError, VideoOptions, engine_gpu, open_reader, plan_video, upscale_video
+from ..video.reader import Frame
+from ..video.writer import Writer
 
 SAMPLE_FRAMES = 8  # decoded frames kept for the GPU stages
 ENCODE_SAMPLES = 2  # of them upscaled once and fed to the encoder alone, in turn
@@ -177,8 +177,8 @@ def _gpu_stages(engine: Any, job: Any, samples: list[Frame]) -> list[StageResult
     processor (srgpu.engine.overlap, as ``upscale_video`` runs it) with CUDA events around each
     stage; frames go one at a time, so each stage is measured alone. Medians of GPU_FRAMES frames
     after GPU_WARMUP (the first may measure a plan and allocates the buffers)."""
-    from .engine.base import FrameFormat
-    from .engine.overlap import OverlappedGPU
+    from ..engine.frames import FrameFormat
+    from ..engine.overlap import OverlappedGPU
 
     planes = samples[0].planes
     fmt = FrameFormat(tuple(p.shape for p in planes), np.dtype(planes[0].dtype), tuple(job.specs),

@@ -10,7 +10,7 @@ was running is given to another worker, at most ``retries`` times: a chunk or a 
 only once whole, so a half-made one never counts). Without ``on_error`` the first task that fails
 stops everything (the others are ended) and its error is raised in the caller, in one line: the
 chunks of one video are worth nothing without each other. With ``on_error(task, message)`` (the
-files of a folder, srgpu.batch_workers) a task that raises, or whose worker died more than
+files of a folder, srgpu.batch.pool_files) a task that raises, or whose worker died more than
 ``retries`` times, is reported there and the others go on. ``on_start(task)`` is called in the
 caller as a task is handed to a worker (a folder run journals the output it is about to write).
 Ctrl-C, SIGTERM or SIGHUP end every worker and its ffmpeg children.
@@ -29,11 +29,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .engine import Engine, GPUOptions, create_engine
-from .cpus import cpu_cores
-from .errors import EngineError
-from .model import SRCNNModel
-from .manifest import weights_hash
+from ..engine import Engine, GPUOptions, create_engine
+from ..cpus import cpu_cores
+from ..errors import EngineError
+from ..model import SRCNNModel
+from ..manifest import weights_hash
 
 
 class WorkerError(RuntimeError):
@@ -68,7 +68,7 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
     anything else or a GPU that does not exist."""
     if text is None:
         return None
-    from .gpuinfo import cuda_status
+    from ..engine.gpuinfo import cuda_status
 
     text = text.strip()
     status = cuda_status()
@@ -158,8 +158,8 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
     say which GPUs (auto: every usable one; cuda:N: that one; cpu: none), ``workers`` how many
     (None: default_workers, for ``encoder`` where known). EngineError for a device or GPU that
     cannot be had."""
-    from .engine.select import parse_device
-    from .gpuinfo import cuda_status
+    from ..engine.select import parse_device
+    from ..engine.gpuinfo import cuda_status
 
     kind, index = parse_device(device)
     why = None
@@ -298,7 +298,7 @@ def _end_with_parent() -> None:
 
 
 def _one_line(e: BaseException) -> str:
-    from .video.errors import VideoError
+    from ..video.errors import VideoError
 
     if isinstance(e, (VideoError, EngineError, OSError)):
         return " ".join(str(e).split())

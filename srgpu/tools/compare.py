@@ -27,11 +27,12 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-from .bands import halo_rows
-from .engine.base import Engine
-from .imagefile import IMAGE_EXTENSIONS, read_image_data, write_image_atomic
-from .images import BatchError, is_video, upscale_whole
-from .resize import imresize
+from ..engine.bands import halo_rows
+from ..engine.base import Engine
+from ..images.files import IMAGE_EXTENSIONS, read_image_data, write_image_atomic
+from ..batch.plan import BatchError, is_video
+from ..images.upscale import upscale_whole
+from ..resize import imresize
 
 PANEL = 256  # the default crop's side at the output scale
 BAND = 30  # the label band's height above each panel
@@ -119,7 +120,7 @@ def is_image(path: Path) -> bool:
 
 
 def _ffmpeg(args: Sequence[str], what: str) -> bytes:
-    from .video.ffmpeg import ffmpeg_exe
+    from ..video.ffmpeg import ffmpeg_exe
 
     proc = subprocess.run([ffmpeg_exe(), "-hide_banner", "-nostdin", "-v", "error", *args], capture_output=True,
                           stdin=subprocess.DEVNULL, timeout=600)
@@ -142,7 +143,7 @@ def _decode_rgb(path: Path) -> np.ndarray:
 def frame_clip(src: Path, at: float | None, folder: Path) -> tuple[Path, float]:
     """The frame of ``src`` shown at ``at`` seconds (None: the middle of the video), cut to a
     one-frame lossless FFV1 clip in ``folder`` in the source's own pixel format; and its time."""
-    from .video.probe import probe
+    from ..video.probe import probe
 
     info = probe(src)
     stream = info.main_video()
@@ -246,9 +247,9 @@ def srgpu_image(image: np.ndarray, crop: Crop, engine: Engine) -> np.ndarray:
 
 def srgpu_frame(clip: Path, engine: Engine, folder: Path, index: int) -> np.ndarray:
     """The one-frame clip upscaled by srgpu.video (FFV1, lossless), decoded to RGB."""
-    from .video.api import upscale_video
-    from .video.errors import VideoError
-    from .video.options import EncodeOptions, VideoOptions
+    from ..video.api import upscale_video
+    from ..video.errors import VideoError
+    from ..video.options import EncodeOptions, VideoOptions
 
     out = folder / f"srgpu-{index}.mkv"
     try:

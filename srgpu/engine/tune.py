@@ -9,9 +9,9 @@ One compile instead of dozens: a first run on a fresh machine starts in seconds.
 
 The engine (srgpu.engine.gpu) is handed a :class:`Tuner` as its planner when it may measure; it
 never imports this module, and this module only uses the engine it is given. Plans, their key,
-cache, the precision and the accuracy bar are srgpu.plans'.
+cache, the precision and the accuracy bar are srgpu.engine.plans'.
 
-Fused backends (srgpu.plans.FUSED_BACKENDS) are modules that define
+Fused backends (srgpu.engine.plans.FUSED_BACKENDS) are modules that define
 
     fused_candidates(model, limits, arithmetics) -> list[FusedConfig]
     fused_runner(arithmetic, params, model, device_index, limits) -> run(src, out, max_value, stream)
@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .errors import EngineError
-from .kernels.conv import candidates, default_config
-from .kernels.timing import time_ms
-from .kernels.fused.tiles import Arithmetic
-from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Timing, arithmetics_for, default_plan,
-                    plan_key, save_cached)
+from ..errors import EngineError
+from ..kernels.conv import candidates, default_config
+from ..kernels.timing import time_ms
+from ..kernels.fused.tiles import Arithmetic
+from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Timing, arithmetics_for, default_plan, plan_key, save_cached)
 
 # Kernel arithmetics, fastest first: on every model, scale and GPU measured so far each is at least
 # 1.8x faster than the next (BENCHMARKS.md "Fused kernels": 1080p -> 4K on the H100, 9-1-5 0.59 /
@@ -51,7 +50,7 @@ from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Tim
 ARITHMETIC_RANK: tuple[Arithmetic, ...] = ("fp16-fast", "fp16", "fp32")
 
 if TYPE_CHECKING:  # the engine is given to the tuner, never imported by it
-    from .engine.gpu import GPUEngine
+    from .gpu import GPUEngine
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import __version__
-from .engine.options import GPUOptions
-from .model import SUPPORTED_SCALES, ModelError, SRCNNModel, random_model, resolve_model
-from .plans import Plan, Precision, Timing, save_cached
-from .resize import output_size
-from .tune import TuneResult, measure
+from .. import __version__
+from ..engine.options import GPUOptions
+from ..model import SUPPORTED_SCALES, ModelError, SRCNNModel, random_model, resolve_model
+from ..engine.plans import Plan, Precision, Timing, save_cached
+from ..resize import output_size
+from ..engine.tune import TuneResult, measure
 
 DEFAULT_LR_SHAPE = (1080, 1920)
 
@@ -73,7 +73,7 @@ def tune(model: SRCNNModel, scale: int, lr_shape: tuple[int, int], device_index:
     """``srgpu tune``: measure every candidate for ``lr_shape`` upscaled by ``scale`` on this GPU
     at ``options.precision`` for outputs of ``bits`` and cache the chosen plan (in
     ``options.cache_dir``)."""
-    from .engine.gpu import GPUEngine, require_gpu
+    from ..engine.gpu import GPUEngine, require_gpu
 
     require_gpu(device_index)
     hr_shape = output_size(tuple(lr_shape), scale)
@@ -90,7 +90,7 @@ def bench(model: SRCNNModel | None = None, arch: str = "9-1-5", scale: int = 2,
     """Measure every candidate on this GPU for ``lr_shape`` x ``scale`` and time the result."""
     import cupy as cp
 
-    from .engine.gpu import GPUEngine, require_gpu
+    from ..engine.gpu import GPUEngine, require_gpu
 
     require_gpu(device_index)
     model = bench_model(arch, scale, model)

@@ -1,13 +1,13 @@
-"""A folder run on the workers that make a long video's chunks (srgpu.workers' processes, one per
-GPU or more; srgpu.cluster's Dask workers), with files as units of work: several videos encoded at
+"""A folder run on the workers that make a long video's chunks (srgpu.batch.pool' processes, one per
+GPU or more; srgpu.batch.cluster's Dask workers), with files as units of work: several videos encoded at
 once, images spread over GPUs or machines.
 
-This process stays the coordinator, as in srgpu.images.run_batch, and keeps the same guarantees:
-it decides what becomes of each file before any runs (skip, redo, fail: srgpu.images.Resume and
+This process stays the coordinator, as in srgpu.batch.local.run_batch, and keeps the same guarantees:
+it decides what becomes of each file before any runs (skip, redo, fail: srgpu.batch.resume.Resume and
 prepare_job), journals an output in the folder's manifest as its task is handed to a worker and
 records it once the worker has published it, reports every file's outcome as it comes (an error
 in one file never stops the others; a worker that dies mid-file is replaced and the file made
-again elsewhere, srgpu.workers.LocalPool's retries, and a file whose workers keep dying fails
+again elsewhere, srgpu.batch.pool.LocalPool's retries, and a file whose workers keep dying fails
 alone), and ends with the same BatchResult (summary, exit status). A run interrupted (Ctrl-C,
 SIGTERM) ends every worker; the outputs they were writing stay journalled as begun, so the next
 run makes them again, as after an interrupted in-process run.
@@ -32,17 +32,20 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Protocol, Sequence
 
-from .filetasks import FileResult, FileTask
-from .images import DEFAULT_MAX_PIXELS, BatchResult, Go, Outcome, OutputFolders, Plan, Resume, naming, prepare_job
-from .model import SRCNNModel
-from .video.options import VideoOptions
+from .tasks import FileResult, FileTask
+from ..images.upscale import DEFAULT_MAX_PIXELS
+from .plan import BatchResult, Outcome, Plan
+from .resume import Go, Resume
+from .tasks import OutputFolders, naming, prepare_job
+from ..model import SRCNNModel
+from ..video.options import VideoOptions
 
 FramesCallback = Callable[[int], None]
 OutcomeCallback = Callable[[Outcome], None]
 
 
 class FileRunner(Protocol):
-    """srgpu.workers.InProcess or LocalPool, srgpu.cluster.DaskRunner."""
+    """srgpu.batch.pool.InProcess or LocalPool, srgpu.batch.cluster.DaskRunner."""
 
     workers: int
 
@@ -61,7 +64,7 @@ def may_use_workers(plan: Plan, explicit: bool, cluster: bool = False) -> bool:
 
 def use_workers(plan: Plan, workers: int, explicit: bool, cluster: bool = False) -> bool:
     """Whether a batch runs on workers (see the module's docstring); ``workers``: how many the
-    worker plan (srgpu.workers.plan_workers) or the cluster has."""
+    worker plan (srgpu.batch.pool.plan_workers) or the cluster has."""
     return may_use_workers(plan, explicit, cluster) and (cluster or workers >= 2)
 
 

@@ -1,6 +1,6 @@
 """Plans: how the GPU runs the network for one frame size, and everything decided about them once.
 
-GPU-free (CI imports it without CUDA); the engine (srgpu.engine.gpu) and the tuner (srgpu.tune)
+GPU-free (CI imports it without CUDA); the engine (srgpu.engine.gpu) and the tuner (srgpu.engine.tune)
 both import it, and neither imports the other. Here, one of each:
 
 - the precision a user asks for (``Precision``: fp32 | fp16 | auto, checked by
@@ -26,12 +26,12 @@ from typing import Any, Literal, Sequence, get_args
 
 import numpy as np
 
-from .errors import EngineError
-from .kernels.build import sources_digest
-from .kernels.conv import ConvConfig, ConvLayer, default_config, srcnn_layers
-from .kernels.fused.tiles import ARITHMETICS, Arithmetic
-from .model import SRCNNModel
-from .outputs import replace_atomically
+from ..errors import EngineError
+from ..kernels.build import sources_digest
+from ..kernels.conv import ConvConfig, ConvLayer, default_config, srcnn_layers
+from ..kernels.fused.tiles import ARITHMETICS, Arithmetic
+from ..model import SRCNNModel
+from ..outputs import replace_atomically
 
 CACHE_FORMAT = "srgpu-plan"
 CACHE_VERSION = 2  # 2: keyed by output bit depth
