@@ -575,7 +575,7 @@ def test_the_run_says_its_workers_and_encoder_threads_in_one_line(tmp_path: Path
     from typer.testing import CliRunner
 
     from srgpu.cli import app
-    from srgpu.workers import encoder_threads
+    from srgpu.batch.pool import encoder_threads
 
     src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264",
                     out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))

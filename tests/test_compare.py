@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from srgpu.cli import app
 from srgpu.tools.compare import BAND, GAP
-from srgpu.imagefile import read_image
+from srgpu.images.files import read_image
 from srgpu.video.ffmpeg import ffmpeg_exe
 
 needs_video = pytest.mark.skipif(__import__("importlib.util").util.find_spec("srgpu.video.api") is None,
@@ -116,7 +116,7 @@ def test_a_crop_size_alone_goes_where_the_detail_is_and_small_images_are_clamped
 
 @needs_video
 def test_a_video_frame_at_a_time_is_what_upscale_makes(tmp_path: Path, random_npz: Path) -> None:
-    from srgpu.demo import ClipSpec, render_clip
+    from srgpu.tools.demo import ClipSpec, render_clip
 
     clip = render_clip(tmp_path / "clip.mp4", ClipSpec(96, 64, 25, 0.8))  # 20 frames, moving
     whole = tmp_path / "whole.mkv"

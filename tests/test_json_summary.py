@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from srgpu.cli import app
-from srgpu.imagefile import read_image
+from srgpu.images.files import read_image
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_video = pytest.mark.skipif(__import__("importlib.util").util.find_spec("srgpu.video.api") is None,
@@ -110,7 +110,7 @@ def test_a_video(shared_data: Path, tmp_path: Path, random_npz: Path) -> None:
 
 @needs_video
 def test_a_video_with_the_default_encoder_reports_the_crf_it_used(tmp_path: Path, random_npz: Path) -> None:
-    from srgpu.demo import ClipSpec, render_clip
+    from srgpu.tools.demo import ClipSpec, render_clip
 
     src = render_clip(tmp_path / "clip.mp4", ClipSpec(64, 48, 25, 0.4))
     summary, r = run_json("upscale", src, "-o", tmp_path / "o.mp4", "--model", random_npz, "--device", "cpu")
@@ -220,7 +220,7 @@ def test_a_resumed_chunked_run(gop_clip: Path, tmp_path: Path, random_npz: Path)
     from srgpu.model import load_npz
     from srgpu.video import chunked
     from srgpu.video.options import EncodeOptions, VideoOptions
-    from srgpu.workers import EngineSpec
+    from srgpu.batch.pool import EngineSpec
 
     dst = tmp_path / "out.mp4"
     model = load_npz(random_npz)

@@ -48,7 +48,7 @@ def test_a_pool_started_early_runs_its_tasks_on_those_workers() -> None:
     """LocalPool.start brings the workers up before any task (the command line starts them while
     it scans the source); run then uses them, starting none again."""
     from srgpu.model import random_model
-    from srgpu.workers import EngineSpec, LocalPool
+    from srgpu.batch.pool import EngineSpec, LocalPool
 
     spec = EngineSpec(random_model("9-1-5", seed=3), 2)
     with LocalPool(spec, ["cpu", "cpu"]) as pool:
