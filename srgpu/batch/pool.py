@@ -34,6 +34,7 @@ from ..cpus import cpu_cores
 from ..errors import EngineError
 from ..model import SRCNNModel
 from ..manifest import weights_hash
+from ..video import nvenc
 
 
 class WorkerError(RuntimeError):
@@ -104,9 +105,13 @@ def default_workers(gpus: int, cores: int | None = None, encoder: str | None = N
     long job (DESIGN.md: 7-35 ms of CPU per 4K frame against ~1 ms of GPU), so about one worker per
     4 cores, at least one per GPU, at most 4 per GPU (each holds frames and buffers on its GPU);
     one per GPU (one in all on the CPU) for an encoder that fills the machine alone
-    (SELF_PARALLEL_ENCODERS; a long video is then still cut into chunks, for resume)."""
+    (SELF_PARALLEL_ENCODERS; a long video is then still cut into chunks, for resume); for NVENC,
+    which encodes on the card and leaves the cores alone, a fixed number of sessions per GPU
+    (srgpu.video.nvenc.SESSIONS_PER_GPU: why two), on the first NVENC GPU for CPU engines."""
     if encoder in SELF_PARALLEL_ENCODERS:
         return max(1, gpus)
+    if nvenc.is_nvenc(encoder):
+        return nvenc.SESSIONS_PER_GPU * max(1, gpus)
     cores = cores or cpu_cores()
     n = max(1, cores // 4)
     if gpus:

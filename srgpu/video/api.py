@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from .. import outputs
 from ..engine.base import Engine
 from ..engine.frames import PlaneSpec
-from . import containers, discont, ffmpeg, verify
+from . import containers, discont, ffmpeg, nvenc, verify
 from .verify import SourceTiming
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
@@ -41,12 +41,14 @@ VIDEO_EXTENSIONS = frozenset({
     ".rm", ".rmvb", ".dv", ".hevc", ".h264", ".264", ".265", ".ivf", ".obu",
 })
 
-DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30}
+# NVENC's --crf is its constant quality, -cq (srgpu.video.nvenc: the mapping and why these defaults)
+DEFAULT_CRF = {"libx264": 18, "libx265": 20, "libsvtav1": 30, "libvpx-vp9": 31, "libaom-av1": 30, **nvenc.DEFAULT_CQ}
 NO_CRF = {"ffv1": "ffv1 is lossless", "prores_ks": "ProRes has fixed-quality profiles (e.g. "
           "--encoder-arg=-profile:v --encoder-arg=3)", "prores_aw": "ProRes has fixed-quality profiles"}
 # x264 and x265 clamp a CRF outside 0-51 silently and ffmpeg's -crf takes any number for them; the
 # other encoders' ffmpeg options carry their own range, which the trial encode (plan_video) enforces
-CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51)}
+# NVENC's -cq takes 0, but as "no quality target" (a 2 Mb/s bitrate then): refused, not passed on
+CRF_RANGE = {"libx264": (0, 51), "libx265": (0, 51), **nvenc.CQ_RANGE}
 ODD_SIZES_OK = frozenset({"ffv1"})  # other encoders want subsampled chroma to cover whole pixels
 _ALPHA_DECODERS = {"vp8": "libvpx", "vp9": "libvpx-vp9"}  # ffmpeg's native VP8/VP9 decoders drop alpha
 
@@ -264,6 +266,8 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     supported = ffmpeg.encoder_pix_fmts(encoder.codec)  # VideoError for an unknown codec
     containers.check_video_codec(container, dst.suffix, encoder.codec)
     _check_crf(encoder)
+    if nvenc.is_nvenc(encoder.codec):
+        nvenc.preset(encoder.preset)  # VideoError for a name NVENC has no preset for, before the source is read
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
     if strict and hwdec == "nvdec":
@@ -306,15 +310,13 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                              f"(it takes: {' '.join(supported)})")
         enc_pix_fmt = encoder.pix_fmt
     else:
-        enc_pix_fmt, note = choose_encoder_format(layout, supported, encoder.codec)
+        enc_pix_fmt, note = (nvenc.choose_format(layout, encoder.codec) if nvenc.is_nvenc(encoder.codec)
+                             else choose_encoder_format(layout, supported, encoder.codec))
         if note:
             notes.append(note)
     enc_layout = source_format(enc_pix_fmt).layout
-    # every encoder setting (srgpu's and the user's), tried on one small frame: a bad one fails
-    # now with ffmpeg's words, not after the first frames were upscaled
     video_options = _video_options(encoder, container)
-    ffmpeg.check_encoder(encoder.codec, (*_flat((("-pix_fmt", enc_pix_fmt), *video_options)), *encoder.extra_args),
-                         container.muxer)
+    device = nvenc.gpu_option(encoder.codec, gpu)  # NVENC encodes on the engine's GPU
 
     # sizes: SRCNN output, then padded to even where the encoder's chroma subsampling needs it
     out_w, out_h = stream.width * scale, stream.height * scale
@@ -326,6 +328,14 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                      f"{'column' if enc_w != out_w else ''}{' and ' if enc_w != out_w and enc_h != out_h else ''}"
                      f"{'row' if enc_h != out_h else ''}: {enc_pix_fmt} needs even dimensions")
     specs = [PlaneSpec((h, w), srcnn=(i == 0)) for i, (h, w) in enumerate(layout.plane_shapes(out_w, out_h))]
+    # every encoder setting (srgpu's and the user's), tried on one small frame: a bad one fails
+    # now with ffmpeg's words, not after the first frames were upscaled; NVENC's on a frame of the
+    # output's size on its GPU (it has size limits; a GPU or driver without it is said in srgpu's words)
+    trial = (*_flat((("-pix_fmt", enc_pix_fmt), *video_options, *device)), *encoder.extra_args)
+    if nvenc.is_nvenc(encoder.codec):
+        nvenc.check(encoder.codec, trial, container.muxer, gpu, (enc_w, enc_h))
+    else:
+        ffmpeg.check_encoder(encoder.codec, trial, container.muxer)
 
     # colour tags, aspect ratio, field order
     filters = []
@@ -353,7 +363,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         if s.index == stream.index:
             threads = threads_option(encoder.codec, encoder.extra_args, options.encoder_threads)
             out_streams.append(OutputStream(s.index, True, encoder.codec,
-                                            (("-pix_fmt", enc_pix_fmt), *video_options, *threads)))
+                                            (("-pix_fmt", enc_pix_fmt), *video_options, *threads, *device)))
             continue
         decision = containers.plan_stream(container, dst.suffix, s, chapters=info.chapters > 0)
         if decision.note:
@@ -482,7 +492,8 @@ def _check_crf(options: EncodeOptions) -> None:
         raise VideoError(f"--crf does not apply to {options.codec}: {NO_CRF[options.codec]}")
     low, high = CRF_RANGE.get(options.codec or "", (options.crf, options.crf))
     if not low <= options.crf <= high:
-        raise VideoError(f"--crf {options.crf} is out of range for {options.codec}: it takes {low} to {high}")
+        what = " (NVENC's constant quality, -cq; 0 would mean no quality target)" if nvenc.is_nvenc(options.codec) else ""
+        raise VideoError(f"--crf {options.crf} is out of range for {options.codec}: it takes {low} to {high}{what}")
 
 
 def _flat(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
@@ -491,6 +502,11 @@ def _flat(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
 
 def _video_options(options: EncodeOptions, container: containers.Container) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
+    if nvenc.is_nvenc(options.codec):
+        out += nvenc.encoder_options(options.codec, options.crf, options.preset)  # type: ignore[arg-type]
+        if options.codec == "hevc_nvenc" and container.muxer in ("mp4", "mov"):
+            out.append(("-tag", "hvc1"))  # as for libx265
+        return tuple(out)
     crf = options.crf if options.crf is not None else DEFAULT_CRF.get(options.codec)
     if crf is not None and options.codec not in NO_CRF:
         out.append(("-crf", str(crf)))

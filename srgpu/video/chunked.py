@@ -50,7 +50,7 @@ from .. import outputs
 from ..manifest import Settings, read_json, write_json
 from ..engine.plans import output_bits
 from . import chunks as chunking
-from . import discont, ffmpeg, mkv, verify
+from . import discont, ffmpeg, mkv, nvenc, verify
 from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
@@ -181,6 +181,7 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     # after a seek, then the CPU's decoder from the start of the file: the first that gives exactly
     # the chunk's frames
     gpu = engine_gpu(engine)
+    _check_nvenc(task, gpu)
     attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
     attempts += [(None, False)] if task.chunk.seek_us is not None else []
     attempts += [(None, True)]
@@ -259,7 +260,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     _choose_plan(task, engine)
     tmp = outputs.temp_path(task.path)
     plan = replace(job.plan, tmp=tmp, muxer="matroska", rotation=0.0, source_streams=False,
-                   streams=(_chunk_stream(job, task.encoder_threads),),
+                   streams=(_chunk_stream(job, task.encoder_threads, gpu),),
                    # the rate the single pipeline tells the encoder (the source's), else the typical step
                    frame_duration_ns=job.plan.frame_duration_ns
                    or round(task.frame_duration * task.time_base * 1_000_000_000))
@@ -321,13 +322,25 @@ def _choose_plan(task: ChunkTask, engine: Any) -> None:
         os.close(fd)
 
 
-def _chunk_stream(job: VideoJob, threads: int | None) -> OutputStream:
+def _chunk_stream(job: VideoJob, threads: int | None, gpu: int | None = None) -> OutputStream:
     """The upscaled stream as a chunk encodes it: the job's encoder and options, less the muxer's
-    (they are the final file's, applied at the join), with a share of the CPU for the encoder."""
+    (they are the final file's, applied at the join), with a share of the CPU for the encoder, and
+    NVENC on this worker's GPU (``gpu``, its engine's), not the coordinator's."""
     s = job.plan.streams[job.plan.video_index]
-    options = tuple(o for o in s.options if o[0] not in MUXER_OPTIONS)
-    options += threads_option(job.codec, job.plan.extra_args, threads)
+    options = tuple(o for o in s.options if o[0] not in MUXER_OPTIONS and o[0] != "-gpu")
+    options += threads_option(job.codec, job.plan.extra_args, threads) + nvenc.gpu_option(job.codec, gpu)
     return OutputStream(s.src_index, True, s.codec, options)
+
+
+def _check_nvenc(task: ChunkTask, gpu: int | None) -> None:
+    """NVENC's trial encode on this worker's GPU, before its first chunk decodes (once per worker
+    and GPU: check_encoder remembers it): the coordinator tried only the first GPU, and a driver may
+    refuse a session here (srgpu.video.nvenc.explain says which, in one line)."""
+    job = task.job
+    if not nvenc.is_nvenc(job.codec):
+        return
+    options = tuple(x for pair in _chunk_stream(job, None, gpu).options for x in pair) + tuple(job.plan.extra_args)
+    nvenc.check(job.codec, options, "matroska", gpu, job.plan.enc_size)
 
 
 def _difference(got: Sequence[int], want: Sequence[int]) -> str:
@@ -443,7 +456,8 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     # absolute: a task names files, and a worker (a Dask worker) opens them from its own directory
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))
     _forget_finished(dst)
-    job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=None)
+    # decoded on the CPU here (NVDEC is decided below, per chunk); ``gpu``: NVENC's trial runs there
+    job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=gpu)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return "a short video keeps the single pipeline"

@@ -37,12 +37,16 @@ _MP4_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "opus", "fla
 _MOV_AUDIO = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "alac", "pcm_s16le", "pcm_s16be", "pcm_s24le",
                         "pcm_s24be", "pcm_s32le", "pcm_s32be", "pcm_f32le", "pcm_f32be", "pcm_u8"})
 _MP4_VIDEO_COPY = frozenset({"h264", "hevc", "av1", "vp9", "mpeg4", "mjpeg", "png"})
+# NVENC's bitstreams are the ones libx264, libx265 and libsvtav1 write (H.264, HEVC, AV1), so they
+# go where those go: .mp4 and .mkv all three, .mov H.264 and HEVC, .webm AV1 (srgpu.video.nvenc)
+_NVENC_MP4 = frozenset({"h264_nvenc", "hevc_nvenc", "av1_nvenc"})
+_NVENC_MOV = frozenset({"h264_nvenc", "hevc_nvenc"})
 
 CONTAINERS: dict[str, Container] = {
-    ".mp4": Container("mp4", frozenset({"libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"}),
+    ".mp4": Container("mp4", frozenset({"libx264", "libx265", "libsvtav1", "libaom-av1", "libvpx-vp9"}) | _NVENC_MP4,
                       _MP4_AUDIO, "aac", frozenset({"mov_text", "dvd_subtitle"}), "mov_text",
                       _MP4_VIDEO_COPY, False),
-    ".mov": Container("mov", frozenset({"libx264", "libx265", "prores_ks", "prores_aw", "ffv1"}),
+    ".mov": Container("mov", frozenset({"libx264", "libx265", "prores_ks", "prores_aw", "ffv1"}) | _NVENC_MOV,
                       _MOV_AUDIO, "aac", frozenset({"mov_text"}), "mov_text",
                       frozenset({"h264", "hevc", "prores", "mjpeg", "png", "ffv1", "mpeg4"}), False,
                       cover_art_lost="ffmpeg's mov muxer drops cover art"),  # (checked with ffmpeg 9.0)
@@ -54,7 +58,7 @@ CONTAINERS: dict[str, Container] = {
                       cover_art_lost="ffmpeg's Matroska muxer would make it an ordinary video track"),
     # VP9 first: it keeps what a WebM source can hold (alpha, 4:4:4, 10/12 bits) where SVT-AV1
     # takes 4:2:0 only, and every player of WebM plays it
-    ".webm": Container("webm", frozenset({"libsvtav1", "libvpx-vp9", "libvpx", "libaom-av1"}),
+    ".webm": Container("webm", frozenset({"libsvtav1", "libvpx-vp9", "libvpx", "libaom-av1", "av1_nvenc"}),
                        frozenset({"opus", "vorbis"}), "libopus", frozenset({"webvtt"}), "webvtt",
                        frozenset({"vp8", "vp9", "av1"}), False,
                        default_codecs=("libvpx-vp9", "libsvtav1", "libaom-av1"),

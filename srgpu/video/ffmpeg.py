@@ -239,18 +239,29 @@ TRIAL_SIZE = (128, 96)  # a trial frame: any encoder's minimum, and ~20-50 ms to
 _OWN_ERROR = re.compile(r"^(x264|x265|Svt)\s*\[(error|fatal)\]")  # libraries that print their own lines
 
 
+class EncoderRefused(VideoError):
+    """The trial encode failed; ``lines``: every (level, text) line ffmpeg printed, for a caller
+    that words some failures itself (srgpu.video.nvenc)."""
+
+    def __init__(self, message: str, lines: Sequence[tuple[str | None, str]]) -> None:
+        super().__init__(message)
+        self.lines = tuple(lines)
+
+
 @functools.lru_cache(maxsize=None)
-def check_encoder(codec: str, options: tuple[str, ...], muxer: str) -> None:
-    """Encode one small frame with ``codec`` and ``options`` (output options as ffmpeg takes them:
-    pixel format, quality, preset, the user's own) into ``muxer``: VideoError with ffmpeg's own
-    words where this ffmpeg refuses them, so that a bad setting fails before any frame is decoded.
-    The encoder wrappers' warnings about an option they ignored (x264-params and the like) count
-    as refusals. Cached: each combination is tried once per process."""
+def check_encoder(codec: str, options: tuple[str, ...], muxer: str, size: tuple[int, int] = TRIAL_SIZE,
+                  loglevel: str = "warning") -> None:
+    """Encode one small frame (``size``) with ``codec`` and ``options`` (output options as ffmpeg takes them:
+    pixel format, quality, preset, the user's own) into ``muxer``: EncoderRefused (a VideoError) with
+    ffmpeg's own words where this ffmpeg refuses them, so that a bad setting fails before any frame is
+    decoded. The encoder wrappers' warnings about an option they ignored (x264-params and the like) count
+    as refusals. ``loglevel``: what ffmpeg prints besides (e.g. "verbose": NVENC names the GPUs).
+    Cached: each combination is tried once per process."""
     import tempfile
 
-    w, h = TRIAL_SIZE
+    w, h = size
     with tempfile.TemporaryDirectory(prefix="srgpu-trial-") as tmp:
-        proc = run(["-nostdin", "-hide_banner", "-loglevel", "level+warning", "-f", "lavfi", "-i",
+        proc = run(["-nostdin", "-hide_banner", "-loglevel", f"level+{loglevel}", "-f", "lavfi", "-i",
                     # one frame from the source, not -frames:v, which the user's options may set too
                     f"color=black:size={w}x{h}:rate=25:duration=0.04", "-c:v", codec, *options,
                     "-f", muxer, "-y", str(Path(tmp) / "trial")])
@@ -261,7 +272,7 @@ def check_encoder(codec: str, options: tuple[str, ...], muxer: str) -> None:
     if proc.returncode != 0 or refusals:
         detail = "; ".join(list(dict.fromkeys(" ".join(t.split()) for t in refusals))[:2])
         detail = detail or describe_exit(proc.returncode)
-        raise VideoError(f"encoder {codec} refuses the settings {' '.join(options)!r}: {detail}")
+        raise EncoderRefused(f"encoder {codec} refuses the settings {' '.join(options)!r}: {detail}", lines)
 
 
 @functools.lru_cache(maxsize=1)
