@@ -391,7 +391,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
 
 def threads_option(codec: str | None, extra_args: Sequence[str], threads: int | None) -> tuple[tuple[str, str], ...]:
     """x264's share of the cores where several encoders run at once (``threads``, from
-    srgpu.workers.encoder_threads), unless the user set -threads: the one place this is decided,
+    srgpu.batch.pool.encoder_threads), unless the user set -threads: the one place this is decided,
     for the single pipeline, a chunk's encoder and the line that says what a run does."""
     user_threads = any(a == "-threads" or a.startswith("-threads:") for a in extra_args)
     if threads and codec == "libx264" and not user_threads:

@@ -48,7 +48,7 @@ FORMATS: dict[str, dict[tuple[str, int], str]] = {
     "av1_nvenc": {("420", 8): "yuv420p", ("420", 10): "p010le"},
 }
 
-# Workers per GPU for chunked and folder runs with NVENC (srgpu.workers.default_workers): the
+# Workers per GPU for chunked and folder runs with NVENC (srgpu.batch.pool.default_workers): the
 # encoder does not load the CPU, so the CPU's core count says nothing; what bounds it is the card.
 # Two: a GeForce has one NVENC engine (RTX 4070 Ti and up, 4080/4090: two; 5090: three) and a
 # session keeps one busy, so a second session fills the engine while the other worker decodes and
