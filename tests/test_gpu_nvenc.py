@@ -43,8 +43,10 @@ def test_a_gpu_without_nvenc_is_named_in_one_line(clip: Path, tmp_path: Path) ->
     run = srgpu("upscale", str(clip), "-o", str(out), "--codec", "h264_nvenc", "--device", "cuda:0")
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 1 and len(lines) == 1, run.stderr
-    assert lines[0].startswith("srgpu: error: cuda:0 (NVIDIA ") and "has no NVENC encoder (h264_nvenc): choose a " \
-        "software encoder such as libx264" in lines[0], lines[0]
+    assert lines[0].startswith("srgpu: error: cuda:0 (NVIDIA ") and lines[0].endswith(
+        "choose a software encoder such as libx264"), lines[0]
+    # the GPU without NVENC, or (the H200 machine, 2026-11-28) a driver whose NVENC API is older than ffmpeg's
+    assert "has no NVENC encoder (h264_nvenc)" in lines[0] or "the NVIDIA driver is too old" in lines[0], lines[0]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -181,6 +181,14 @@ def test_the_refusals_of_a_gpu_or_driver_in_one_line() -> None:
               ("warning", "[av1_nvenc] Codec not supported"), ("fatal", "[av1_nvenc] No capable devices found")]
     assert nvenc.explain("av1_nvenc", 1, ampere).startswith(
         "cuda:1 (NVIDIA GeForce RTX 3080) has no NVENC encoder for av1_nvenc (AV1 encoding needs an RTX 40")
+    # what the H200 machine's driver gave (2026-11-28): NVENC's API older than ffmpeg's, before any GPU is named
+    old_api = [("error", "[h264_nvenc] Driver does not support the required nvenc API version. Required: 13.1 "
+                         "Found: 13.0"), ("error", "[h264_nvenc] The minimum required Nvidia driver for nvenc is "
+                                                   "570.0 or newer")]
+    line = nvenc.explain("h264_nvenc", 0, [H200[0], *old_api])
+    assert line.startswith("cuda:0 (NVIDIA H200): h264_nvenc cannot start: the NVIDIA driver is too old for this "
+                           "ffmpeg's NVENC (Driver does not support the required nvenc API version. Required: 13.1 "
+                           "Found: 13.0): update the driver") and line.endswith("such as libx264"), line
     wide = [("warning", "[h264_nvenc] Width 7680 exceeds 4096")]
     assert "width 7680 exceeds 4096" in nvenc.explain("h264_nvenc", 0, wide)
     assert nvenc.explain("h264_nvenc", 0, [("error", '[h264_nvenc] Unable to parse "preset" option value "x"')]) is None

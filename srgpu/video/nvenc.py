@@ -125,6 +125,17 @@ def check(codec: str, options: Sequence[str], muxer: str, gpu: int | None, size:
 _GPU_LINE = re.compile(r"\[ GPU #(\d+) - < (.+?) > has Compute SM (\d+)\.(\d+) \]")
 
 
+def _gpu_name(index: int) -> str | None:
+    """The CUDA device's name (no CUDA context is made), None where CuPy cannot say."""
+    try:
+        from cupy.cuda import runtime
+
+        name = runtime.getDeviceProperties(index)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no such device: the line goes without it
+        return None
+
+
 def explain(codec: str, gpu: int | None, lines: Sequence[tuple[str | None, str]]) -> str | None:
     """One line for an NVENC trial that failed for the GPU or its driver, not for an option: no
     driver, a driver without NVENC, a GPU without NVENC (H100, H200, A100: compute GPUs), an
@@ -132,6 +143,8 @@ def explain(codec: str, gpu: int | None, lines: Sequence[tuple[str | None, str]]
     GPU does not encode. None: not one of these (ffmpeg's own words then)."""
     text = "\n".join(t for _, t in lines)
     names = {int(m.group(1)): m.group(2) for m in _GPU_LINE.finditer(text)}
+    if gpu is not None and gpu not in names and (name := _gpu_name(gpu)):
+        names[gpu] = name  # ffmpeg names the GPU only once NVENC's library loaded
     if gpu is not None:
         where = f"cuda:{gpu}" + (f" ({names[gpu]})" if gpu in names else "")
     else:
@@ -145,7 +158,9 @@ def explain(codec: str, gpu: int | None, lines: Sequence[tuple[str | None, str]]
                 f"NVIDIA_DRIVER_CAPABILITIES must include video); {instead}")
     m = re.search(r"Driver does not support the required nvenc API version.*", text)
     if m:
-        return f"{codec}: the NVIDIA driver is too old for this ffmpeg's NVENC ({m.group(0).strip()}): update the driver, or {instead}"
+        return (f"{where}: {codec} cannot start: the NVIDIA driver is too old for this ffmpeg's NVENC "
+                f"({m.group(0).strip()}): update the driver (if this GPU has NVENC at all: compute GPUs such as "
+                f"the H100, H200 and A100 have none), or {instead}")
     m = re.search(r"Requested GPU (\d+), but only (\d+) GPUs are available", text)
     if m:
         return f"{codec}: ffmpeg sees {m.group(2)} GPU(s), not cuda:{m.group(1)}; {instead}"
