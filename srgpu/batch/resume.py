@@ -18,7 +18,7 @@ from .plan import Job, Outcome, Plan, _inside
 # run's settings: every engine meets the accuracy bar (within one level of fp32 at the output's
 # depth), and a resume should not redo a folder because it runs on another machine.
 IMAGE_PIPELINE = 1
-_VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream")
+_VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream", "deinterlace")
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ def _video_settings(image: Settings, video: VideoOptions) -> Settings:
     enc = video.encode
     encoder = {"codec": enc.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": enc.pix_fmt,
                "encoder_args": list(enc.extra_args), "video_stream": video.video_stream}
+    if video.deinterlace != "auto":  # absent for the default: a folder made before --deinterlace still resumes
+        encoder["deinterlace"] = video.deinterlace
     return Settings.of({**dict(image.values), **encoder}, label=image.label)
 
 

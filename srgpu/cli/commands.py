@@ -23,7 +23,7 @@ from ..batch.plan import BatchError, BatchResult, Job, Plan, plan_batch
 from ..batch.local import ImageOptions, run_batch
 from ..model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .summary import Chunks, JsonReport
-from ..video.options import HWDEC_MODES, EncodeOptions, UnknownHwdec, VideoOptions
+from ..video.options import DEINTERLACE_MODES, HWDEC_MODES, EncodeOptions, UnknownDeinterlace, UnknownHwdec, VideoOptions
 from .progress import _ChunkBar, _FilesProgress, _Progress
 from .output import _error, _info, _report_batch
 
@@ -112,13 +112,16 @@ def _max_pixels(megapixels: float) -> int | None:
 
 
 def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None = None,
-                   strict: bool = False) -> VideoOptions:
-    """VideoOptions, which check --hwdec; a bad value is a usage error."""
+                   strict: bool = False, deinterlace: str = "auto") -> VideoOptions:
+    """VideoOptions, which check --hwdec and --deinterlace; a bad value is a usage error."""
     try:
-        return VideoOptions(encode, video_stream, hwdec, strict)  # type: ignore[arg-type]
+        return VideoOptions(encode, video_stream, hwdec, strict, deinterlace=deinterlace)  # type: ignore[arg-type]
     except UnknownHwdec as e:
         raise typer.BadParameter(f"unknown value {e.mode!r}: use {', '.join(HWDEC_MODES)}",
                                  param_hint="--hwdec") from None
+    except UnknownDeinterlace as e:
+        raise typer.BadParameter(f"unknown value {e.mode!r}: use {', '.join(DEINTERLACE_MODES)}",
+                                 param_hint="--deinterlace") from None
 
 
 def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precision: str = "auto") -> Engine:
@@ -168,6 +171,10 @@ def upscale(
     hwdec: str = typer.Option("auto", "--hwdec", metavar="auto|no|nvdec", help=HWDEC_HELP),
     strict: bool = typer.Option(False, "--strict", help="Fail a video whose damaged data the decoder concealed "
                                 "(default: upscale it and name the frames in a note); decodes on the CPU."),
+    deinterlace: str = typer.Option("auto", "--deinterlace", metavar="auto|no|field|frame", help="Interlaced "
+                                    "video: auto deinterlaces sources flagged interlaced (bwdif, on the CPU, one "
+                                    "frame per frame); frame or field deinterlaces every video (field: one frame per "
+                                    "field, twice the rate); no upscales the fields woven together."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help=JOBS_HELP),
     png_compression: Optional[int] = typer.Option(None, "--png-compression", metavar="0-9", help=PNG_HELP),
     max_megapixels: float = typer.Option(DEFAULT_MAX_PIXELS / 1e6, "--max-megapixels", metavar="MP",
@@ -204,7 +211,7 @@ def upscale(
         srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
                                                     extra_args=tuple(encoder_arg)),
-                               video_stream=video_stream, hwdec=hwdec, strict=strict)
+                               video_stream=video_stream, hwdec=hwdec, strict=strict, deinterlace=deinterlace)
         report.set(model=srcnn.name, arch=srcnn.arch, scale=scale, precision=precision, encode=video.encode)
         if plan.single and plan.jobs[0].kind == "video" and chunk_seconds != 0:
             if _upscale_in_chunks(plan.jobs[0], srcnn, scale, video, overwrite, quiet, device, precision,

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from .. import outputs
 from ..engine.base import Engine
 from ..engine.frames import PlaneSpec
-from . import containers, discont, ffmpeg, nvenc, verify
+from . import containers, deinterlace, discont, ffmpeg, nvenc, verify
 from .verify import SourceTiming
 from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
@@ -99,6 +99,8 @@ class VideoJob:
     decoder: str = "software"  # "software", or the NVDEC decoder that decodes the source
     takeover: tuple[str, tuple[str, ...]] | None = None  # an NVDEC decoder (and options) that may take
     # over from the software decoder once it has given the same frames (srgpu.video.handover)
+    deinterlace: str | None = None  # "frame" or "field" where bwdif deinterlaces the source in the
+    # decoder (srgpu.video.deinterlace), None where it is not
 
 
 def open_reader(job: VideoJob) -> Reader | HandoverReader:
@@ -256,7 +258,9 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     the GPU out of it), on its device; "nvdec" uses ``gpu`` or device 0
     (srgpu.video.hwdecode.choose_decoder). ``strict``: a frame whose damaged data the decoder
     concealed is an error instead of a note; it decodes on the CPU, as NVDEC conceals damage
-    without saying so."""
+    without saying so. ``deinterlace`` (srgpu.video.deinterlace): a source that is deinterlaced
+    decodes on the CPU, where bwdif runs (hwdec "auto": software, said in a note where NVDEC could
+    have run; "nvdec": a VideoError)."""
     src, dst = Path(src), Path(dst)
     encoder, strict, video_stream = options.encode, options.strict, options.video_stream
     hwdec = "no" if options.hwdec == "auto" and gpu is None else options.hwdec  # "auto" needs a GPU engine
@@ -285,6 +289,17 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     if not stream.width or not stream.height:
         raise VideoError(f"{src}: cannot read the size of video stream #{stream.index}")
     notes: list[str] = []
+    deint, deint_note = deinterlace.choose(stream, options.deinterlace)
+    if deint_note:
+        notes.append(deint_note)
+    if deint is not None and hwdec != "no":
+        # bwdif runs in the software decoder's filters: NVDEC's frames would reach the engine woven
+        if hwdec == "nvdec":
+            raise VideoError(f"{src}: deinterlacing (bwdif) runs on the CPU decoder, not on NVDEC: use --hwdec "
+                             "auto or no, or --deinterlace no")
+        notes.append("decoded on the CPU, not NVDEC: bwdif deinterlaces in the CPU decoder's filters")
+        hwdec = "no"
+    rate = deint.rate if deint is not None else 1  # frames out per source frame
 
     # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
     wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
@@ -344,8 +359,8 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         filters.append("setparams=" + ":".join(f"{k}={v}" for k, v in colour))
     if stream.sar and stream.sar != (1, 1):
         filters.append(f"setsar={stream.sar[0]}/{stream.sar[1]}")
-    if stream.field_order and stream.field_order != "progressive":
-        notes.append(f"interlaced source ({stream.field_order}) upscaled frame by frame as progressive video")
+    if deint is not None:
+        filters.append("setfield=prog")  # the output's frames are whole pictures: tagged progressive
     # HDR static metadata rides in the pipe's header: looked up only for PQ/HLG sources (one frame
     # decoded), which are the ones that carry it
     hdr_meta = first_frame_hdr(src, stream.index, decoder) if stream.color_trc in HDR_TRANSFERS else None
@@ -378,15 +393,19 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       source_start=info.start or 0.0,
                       extra_args=tuple(encoder.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None,
-                      frame_duration_ns=frame_duration_ns(stream.fps), muxer_args=_muxer_args(container, colour))
+                      frame_duration_ns=frame_duration_ns(stream.fps * rate if stream.fps else None),
+                      muxer_args=_muxer_args(container, colour))
     decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu or 0, pipe_pix_fmt, vf_extra,
                               software=decoder)
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
-                   "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict}
+                   "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict,
+                   "vf_pre": deint.filter if deint is not None else None}
+    estimated = info.estimated_frames(stream)
     return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
                     reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
-                    total_frames=info.estimated_frames(stream), notes=tuple(notes),
-                    decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover)
+                    total_frames=estimated * rate if estimated is not None else None, notes=tuple(notes),
+                    decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover,
+                    deinterlace=deint.mode if deint is not None else None)
 
 
 def threads_option(codec: str | None, extra_args: Sequence[str], threads: int | None) -> tuple[tuple[str, str], ...]:

@@ -430,10 +430,14 @@ def chunk_path(work: Path, index: int) -> Path:
 
 def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, Any]) -> Settings:
     """What decides the upscaled video's content besides the source: the model (``identity``:
-    scale, architecture, weights' hash) and the encoder's settings as decided for this job."""
+    scale, architecture, weights' hash), the encoder's settings as decided for this job, and how
+    it is deinterlaced where it is (absent where it is not, as before srgpu could: the work
+    folders of those runs still resume)."""
     enc = options.encode
     values = {**identity, "codec": job.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": job.pix_fmt,
               "encoder_args": list(enc.extra_args), "video_stream": job.stream.index}
+    if job.deinterlace is not None:
+        values["deinterlace"] = job.deinterlace
     return Settings.of(values, label=str(identity.get("label", "")))
 
 
@@ -461,6 +465,11 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return "a short video keeps the single pipeline"
+    if job.deinterlace is not None:
+        # bwdif looks at the frames before and after each one: a chunk's first frame (and its last)
+        # would not be the single pipeline's; field mode also makes two frames of each packet
+        return (f"not cut into chunks: it is deinterlaced ({job.deinterlace} mode), and bwdif needs the frame "
+                "before a chunk's first")
     if when_long is not None:
         when_long()
     if discont.find(job.src, job.info) is not None:
@@ -510,7 +519,9 @@ def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[st
     args = job.reader_args
     choice = hwdecode.CUVID_DECODERS.get(job.stream.codec or "")
     why = None
-    if args.get("decoder") is not None:
+    if job.deinterlace is not None:  # not cut into chunks (plan_chunked): never asked; kept for safety
+        why = "bwdif deinterlaces in the CPU decoder's filters"
+    elif args.get("decoder") is not None:
         why = f"the stream needs the {args['decoder']} decoder"
     elif choice is None or choice not in ffmpeg.video_codecs("decoders") or not hwdecode.nvcuvid_loadable():
         why = f"no NVDEC decoder for {job.stream.codec} here"

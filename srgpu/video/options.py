@@ -11,6 +11,8 @@ from .errors import VideoError
 
 HwDec = Literal["auto", "nvdec", "no"]
 HWDEC_MODES: tuple[str, ...] = get_args(HwDec)
+Deinterlace = Literal["auto", "no", "field", "frame"]
+DEINTERLACE_MODES: tuple[str, ...] = get_args(Deinterlace)
 
 
 class UnknownHwdec(VideoError):
@@ -18,6 +20,15 @@ class UnknownHwdec(VideoError):
 
     def __init__(self, mode: object) -> None:
         super().__init__(f"unknown hwdec mode {mode!r}: use {', '.join(HWDEC_MODES)}")
+        self.mode = mode
+
+
+class UnknownDeinterlace(VideoError):
+    """A deinterlace mode that is not one of DEINTERLACE_MODES (the CLI words it as a --deinterlace
+    usage error)."""
+
+    def __init__(self, mode: object) -> None:
+        super().__init__(f"unknown deinterlace mode {mode!r}: use {', '.join(DEINTERLACE_MODES)}")
         self.mode = mode
 
 
@@ -48,14 +59,22 @@ class VideoOptions:
     ``encoder_threads``, the x264 encoder's threads where several videos are encoded at once (a
     folder on several workers: srgpu.batch.pool.encoder_threads shares the cores out), None: its own
     choice. Like the machine's core count (x264's own default), they may change the encoded bits
-    a little (frame threads), not what the video is: not a setting a resumed folder compares."""
+    a little (frame threads), not what the video is: not a setting a resumed folder compares.
+    ``deinterlace``: "auto" (a source whose stream is flagged interlaced is deinterlaced by ffmpeg's
+    bwdif before the upscale, one frame per frame; any other is untouched), "frame" or "field"
+    (every source is deinterlaced, flagged or not: one frame per frame, or one per field at twice
+    the frame rate), "no" (the fields are upscaled woven together, as progressive frames, with a
+    note); srgpu.video.deinterlace."""
 
     encode: EncodeOptions = field(default_factory=EncodeOptions)
     video_stream: int | None = None
     hwdec: HwDec = "auto"
     strict: bool = False
     encoder_threads: int | None = None
+    deinterlace: Deinterlace = "auto"
 
     def __post_init__(self) -> None:
         if self.hwdec not in HWDEC_MODES:
             raise UnknownHwdec(self.hwdec)
+        if self.deinterlace not in DEINTERLACE_MODES:
+            raise UnknownDeinterlace(self.deinterlace)

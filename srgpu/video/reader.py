@@ -2,6 +2,10 @@
 ``showinfo`` filter logs each frame's exact pts and duration (in the stream's time base) on
 stderr, just before that frame is written, so frame n and its timestamp pair up by order.
 
+A filter that changes the frames' count or timing (``vf_pre``: bwdif, srgpu.video.deinterlace)
+runs before showinfo, so that the frames and timestamps the reader gives are that filter's output
+(bwdif gives its output half the source's time base, which the reader then counts in).
+
 Decoding runs with -copyts (timestamps as in the file, as the writer uses them for the other
 streams) and -noautorotate (frames as stored; the display matrix is copied to the output instead)
 and -fps_mode passthrough (no frame dropped or duplicated).
@@ -136,7 +140,7 @@ class Reader(ffmpeg.Child):
                  decoder: str | None = None, vf_extra: str | None = None,
                  size: tuple[int, int] | None = None, decoder_options: tuple[str, ...] = (),
                  strict: bool = False, timing: SourceTiming | None = None,
-                 window: FrameWindow | None = None) -> None:
+                 window: FrameWindow | None = None, vf_pre: str | None = None) -> None:
         self.src = src
         self.window = window  # only these frames (a chunk), None: all
         self.timing = timing  # the source's own frame durations, for a decoder that gives none (NVDEC)
@@ -146,7 +150,8 @@ class Reader(ffmpeg.Child):
         self.strict = strict  # a frame with concealed damage is an error, not a note
         self.concealed = 0  # frames the decoder flagged corrupt: damaged data it concealed
         self._input = (stream_index, decoder, tuple(decoder_options))  # for locate_concealed
-        filters = "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
+        # ``vf_pre`` (a deinterlacer) runs before showinfo: the frames and their timing are its output's
+        filters = (f"{vf_pre}," if vf_pre else "") + "showinfo=checksum=0" + (f",{vf_extra}" if vf_extra else "")
         self.args = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info",
                      *decode_args(src, stream_index, decoder, decoder_options, filters, window),
                      "-f", "rawvideo", "-pix_fmt", pipe_pix_fmt, "pipe:1"]
