@@ -191,8 +191,29 @@ def test_a_progressive_source_is_untouched_by_auto(tmp_path: Path, sources: dict
         assert all(np.array_equal(p, q) for p, q in zip(x, y))
     forced = upscale_video(src, tmp_path / "f.mkv", engine, VideoOptions(FAST, deinterlace="field"))
     assert forced.frames == 2 * FRAMES
-    assert any("not flagged interlaced (progressive)" in note and "top field first assumed" in note
+    assert any("not flagged interlaced (progressive)" in note and "else top field first" in note
                for note in forced.notes)
+
+
+def test_a_stream_without_a_field_order_goes_by_its_frames_flags(tmp_path: Path, engine: CPUEngine) -> None:
+    """MPEG-4 Part 2 in AVI (as DV, and DivX camcorder files): the stream gives no field order, so
+    auto looks at its first frame as the decoder flags it: interlaced (bottom first) is
+    deinterlaced, progressive is not touched."""
+    woven = interlaced(tmp_path / "woven.avi", "mpeg4", False)
+    assert field_order(woven) is None
+    result = upscale_video(woven, tmp_path / "woven_x2.mkv", engine, VideoOptions(FAST))
+    assert result.frames == FRAMES and combing(tmp_path / "woven_x2.mkv") < 1.5
+    assert any("interlaced source (bottom first, flagged on its frames) deinterlaced by bwdif" in n
+               for n in result.notes), result.notes
+    no = plan_video(woven, tmp_path / "n.mkv", 2, VideoOptions(FAST, deinterlace="no"))
+    assert no.deinterlace is None and no.notes == ()  # "no" is the old behaviour: no frame is decoded to look
+
+    plain = tmp_path / "plain.avi"
+    ff("-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", f"{W}x{H}", "-r", str(RATE), "-i",
+       str(fields_raw(tmp_path / "plain.yuv", FRAMES)), "-c:v", "mpeg4", str(plain))
+    assert field_order(plain) is None
+    job = plan_video(plain, tmp_path / "p.mkv", 2, VideoOptions(FAST))
+    assert job.deinterlace is None and job.notes == ()
 
 
 # ---------------------------------------------------------------- NVDEC, by construction (no GPU here)

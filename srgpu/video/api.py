@@ -289,7 +289,15 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     if not stream.width or not stream.height:
         raise VideoError(f"{src}: cannot read the size of video stream #{stream.index}")
     notes: list[str] = []
-    deint, deint_note = deinterlace.choose(stream, options.deinterlace)
+
+    # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
+    wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
+    alpha_ok = any(LAYOUTS.get(f) is not None and LAYOUTS[f].alpha for f in supported)
+    if encoder.pix_fmt:
+        alpha_ok = encoder.pix_fmt in LAYOUTS and LAYOUTS[encoder.pix_fmt].alpha
+    decoder = _ALPHA_DECODERS[stream.codec] if wants_alpha and alpha_ok else None
+    deint, deint_note = deinterlace.choose(stream, options.deinterlace,
+                                           lambda: deinterlace.first_frame_order(src, stream.index, decoder))
     if deint_note:
         notes.append(deint_note)
     if deint is not None and hwdec != "no":
@@ -300,13 +308,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         notes.append("decoded on the CPU, not NVDEC: bwdif deinterlaces in the CPU decoder's filters")
         hwdec = "no"
     rate = deint.rate if deint is not None else 1  # frames out per source frame
-
-    # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
-    wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
-    alpha_ok = any(LAYOUTS.get(f) is not None and LAYOUTS[f].alpha for f in supported)
-    if encoder.pix_fmt:
-        alpha_ok = encoder.pix_fmt in LAYOUTS and LAYOUTS[encoder.pix_fmt].alpha
-    decoder = _ALPHA_DECODERS[stream.codec] if wants_alpha and alpha_ok else None
     if wants_alpha and not alpha_ok:
         notes.append(f"alpha channel left out: {encoder.codec}"
                      f"{' with ' + encoder.pix_fmt if encoder.pix_fmt else ''} cannot store it "
