@@ -288,10 +288,14 @@ def test_woven_fields_still_cut_into_chunks_and_the_settings_say_how(tmp_path: P
     assert "deinterlace" not in dict(cj.settings.values)
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert result.frames == 50 and any("upscaled frame by frame as progressive" in n for n in result.notes)
-    for mode, want in (("auto", "frame"), ("frame", "frame"), ("field", "field")):
+    keys = set()
+    for mode, want in (("auto", "send_frame:parity=auto:deint=interlaced"), ("frame", "send_frame:parity=auto:deint=all"),
+                       ("field", "send_field:parity=auto:deint=all")):
         job = plan_video(long_source, tmp_path / "x.mkv", 2, VideoOptions(FAST, deinterlace=mode))  # type: ignore[arg-type]
         settings = chunked.video_settings(job, VideoOptions(FAST, deinterlace=mode), IDENTITY)  # type: ignore[arg-type]
-        assert dict(settings.values)["deinterlace"] == want and settings.key != cj.settings.key
+        assert dict(settings.values)["deinterlace"] == "bwdif=mode=" + want and settings.key != cj.settings.key
+        keys.add(settings.key)
+    assert len(keys) == 3
 
 
 def test_folder_resume_redoes_an_output_made_with_another_deinterlace(tmp_path: Path, sources: dict[str, Path]) -> None:

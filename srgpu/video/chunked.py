@@ -436,8 +436,8 @@ def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, 
     enc = options.encode
     values = {**identity, "codec": job.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": job.pix_fmt,
               "encoder_args": list(enc.extra_args), "video_stream": job.stream.index}
-    if job.deinterlace is not None:
-        values["deinterlace"] = job.deinterlace
+    if job.deinterlace is not None:  # the filter itself: auto and frame differ on a mixed stream (deint=)
+        values["deinterlace"] = job.reader_args.get("vf_pre")
     return Settings.of(values, label=str(identity.get("label", "")))
 
 
