@@ -13,35 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.kernels import bicubic, binary, colour, conv, fused, quantize
-from srgpu.kernels.build import COMPILE_OPTIONS, load_source
+from srgpu.kernels import bicubic, colour, conv, fused, quantize
 from srgpu.model import random_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 
+from conftest import compile_all  # noqa: E402  (shared with dev/tests/ and tests/test_kernel_archs.py)
+
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
-
-
-def compile_all(nvrtc, filename: str, names: list[str], arch: int | str, code: str | None = None) -> str:
-    """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
-    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log. Returns
-    the PTX."""
-    prog = nvrtc.createProgram(code if code is not None else load_source(filename), filename, [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(prog, name)
-        try:
-            nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, f"-arch=compute_{arch}"])
-        except nvrtc.NVRTCError:
-            pytest.fail(f"{filename} (compute_{arch}) does not compile:\n{nvrtc.getProgramLog(prog)[:3000]}")
-        missing = [n for n in names if not nvrtc.getLoweredName(prog, n)]
-        assert not missing, missing
-        ptx = nvrtc.getPTX(prog)
-        assert ptx
-        return ptx.decode() if isinstance(ptx, bytes) else ptx
-    finally:
-        nvrtc.destroyProgram(prog)
 
 
 def test_the_harness_sees_a_compile_error(nvrtc) -> None:
@@ -59,11 +39,6 @@ def test_the_colour_kernels_compile_with_nvrtc(nvrtc) -> None:
 def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:
     compile_all(nvrtc, bicubic.SOURCE, bicubic.all_kernel_names(), 75)
     compile_all(nvrtc, quantize.SOURCE, quantize.all_kernel_names(), 75)
-
-
-def test_every_binary_kernel_compiles(nvrtc) -> None:
-    """The packers and every candidate x epilogue of the binarized layers (binary.cu)."""
-    compile_all(nvrtc, binary.SOURCE, binary.all_kernel_names(), 75)
 
 
 def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
