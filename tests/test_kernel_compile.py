@@ -52,7 +52,7 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
     cfgs = [(cfg, f2) for p in precisions for f2 in (1, 3, 5)
             for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
-    cfgs = [(cfg, f2) for cfg, f2 in cfgs if cfg.source == source]  # fused_rows.cu: tests/test_fused_variants.py
+    cfgs = [(cfg, f2) for cfg, f2 in cfgs if cfg.source == source]  # fused_rows.cu: dev/tests/test_fused_variants.py
     names = sorted({n for cfg, f2 in cfgs if not cfg.wg for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)
