@@ -186,9 +186,9 @@ def load_npz(path: str | Path) -> SRCNNModel:
         meta = json.loads(str(contents.pop("metadata")))
     except json.JSONDecodeError as e:
         raise ModelError(f"{src}: metadata is not valid JSON ({e})") from None
-    if isinstance(meta, dict) and meta.get("format") == "srgpu-srcnn-binary":  # srgpu.binary_model.FORMAT_NAME
+    if isinstance(meta, dict) and meta.get("format") == "srgpu-srcnn-binary":  # dev/binary/model.py's FORMAT_NAME
         raise ModelError(f"{src}: a binarized SRCNN ({meta.get('arch')} with a binary conv2): the engines do not run "
-                         "binarized models; srgpu.binary_model.load_binary_npz reads it")
+                         "binarized models; dev/binary/model.py (load_binary_npz) in srgpu's repository reads it")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ModelError(f"{src}: not an srgpu model (format is {meta.get('format') if isinstance(meta, dict) else meta!r})")
     try:  # hand-edited or foreign metadata: one clear ModelError, not a traceback

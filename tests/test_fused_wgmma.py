@@ -72,7 +72,7 @@ def test_wg_weight_layout() -> None:
 
 def test_wg_tiles_build_for_sm90a(nvrtc) -> None:
     """NVRTC builds the wg tiles for sm_90a with HGMMA and without serialised warpgroup MMAs (the
-    spill and register checks: tests/test_fused_variants.py)."""
+    spill and register checks: dev/tests/test_fused_variants.py)."""
     names = [n for cfg in wg_configs() for n in (cfg.kernel_name(5), cfg.layout_name(5))]
     prog = nvrtc.createProgram(load_source("fused_tc.cu"), "fused_tc.cu", [], [])
     try:

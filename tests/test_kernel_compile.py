@@ -13,35 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from srgpu.kernels import bicubic, binary, colour, conv, fused, quantize
-from srgpu.kernels.build import COMPILE_OPTIONS, load_source
+from srgpu.kernels import bicubic, colour, conv, fused, quantize
 from srgpu.model import random_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 
+from conftest import compile_all  # noqa: E402  (shared with dev/tests/ and tests/test_kernel_archs.py)
+
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
-
-
-def compile_all(nvrtc, filename: str, names: list[str], arch: int | str, code: str | None = None) -> str:
-    """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
-    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log. Returns
-    the PTX."""
-    prog = nvrtc.createProgram(code if code is not None else load_source(filename), filename, [], [])
-    try:
-        for name in names:
-            nvrtc.addNameExpression(prog, name)
-        try:
-            nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, f"-arch=compute_{arch}"])
-        except nvrtc.NVRTCError:
-            pytest.fail(f"{filename} (compute_{arch}) does not compile:\n{nvrtc.getProgramLog(prog)[:3000]}")
-        missing = [n for n in names if not nvrtc.getLoweredName(prog, n)]
-        assert not missing, missing
-        ptx = nvrtc.getPTX(prog)
-        assert ptx
-        return ptx.decode() if isinstance(ptx, bytes) else ptx
-    finally:
-        nvrtc.destroyProgram(prog)
 
 
 def test_the_harness_sees_a_compile_error(nvrtc) -> None:
@@ -61,11 +41,6 @@ def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:
     compile_all(nvrtc, quantize.SOURCE, quantize.all_kernel_names(), 75)
 
 
-def test_every_binary_kernel_compiles(nvrtc) -> None:
-    """The packers and every candidate x epilogue of the binarized layers (binary.cu)."""
-    compile_all(nvrtc, binary.SOURCE, binary.all_kernel_names(), 75)
-
-
 def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
     names = sorted({cfg.kernel_name(layer) for arch in ARCHS for layer in conv.srcnn_layers(random_model(arch))
                     for cfg in conv.candidates(layer)})
@@ -77,7 +52,7 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
     cfgs = [(cfg, f2) for p in precisions for f2 in (1, 3, 5)
             for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
-    cfgs = [(cfg, f2) for cfg, f2 in cfgs if cfg.source == source]  # fused_rows.cu: tests/test_fused_variants.py
+    cfgs = [(cfg, f2) for cfg, f2 in cfgs if cfg.source == source]  # fused_rows.cu: dev/tests/test_fused_variants.py
     names = sorted({n for cfg, f2 in cfgs if not cfg.wg for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))
     compile_all(nvrtc, source, names, arch)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from srgpu.kernels import fused  # noqa: E402
 from srgpu.kernels.fused.tiles import FusedConfig  # noqa: E402
 
-# fused_common.cu's ABL_* bits (kept equal by tests/test_phase_ablation.py)
+# fused_common.cu's ABL_* bits (kept equal by dev/tests/test_phase_ablation.py)
 ABL = {"INPUT": 1, "CONV1": 2, "CONV2": 4, "ZGEMM": 8, "SUM": 16, "STORE": 32, "SYNC": 64, "STREAM": 128,
        "PHASE": 256}
 

@@ -1,6 +1,6 @@
 """The binarized SRCNN in PyTorch, for scripts/training/train.py --binary conv2 (issue 20).
 
-The network is srgpu.binary_model's (its docstring has the arithmetic): conv1 and conv3 in full
+The network is dev/binary/model.py's (its docstring has the arithmetic): conv1 and conv3 in full
 precision, conv2 on signs, ``ReLU(alpha_o * sum sign(h1 - t) sign(W2_o) + beta_o)``.
 
 Training:
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from srgpu.binary_model import BinarySRCNNModel, binary_forward, is_binary_file, load_binary_npz, save_binary_npz  # noqa: E402
+from dev.binary.model import BinarySRCNNModel, binary_forward, is_binary_file, load_binary_npz, save_binary_npz  # noqa: E402
 from srgpu.model import SRCNNModel, load_npz, save_npz  # noqa: E402
 
 BINARIZABLE = ("conv2",)

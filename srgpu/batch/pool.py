@@ -69,7 +69,7 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
     anything else or a GPU that does not exist."""
     if text is None:
         return None
-    from ..engine.gpuinfo import cuda_status
+    from ..engine.gpuinfo import cuda_status, missing_gpu
 
     text = text.strip()
     status = cuda_status()
@@ -85,10 +85,9 @@ def parse_gpus(text: str | None) -> tuple[int, ...] | None:
         raise EngineError(f"--gpus {text!r}: use all, or GPU numbers separated by commas (0,1)")
     if not status.usable:
         raise EngineError(f"--gpus {text}: no usable CUDA GPU ({status.reason})")
-    have = {d.index for d in status.devices}
-    missing = [i for i in wanted if i not in have]
+    missing = [m for m in (missing_gpu(i, status) for i in wanted) if m]
     if missing:
-        raise EngineError(f"--gpus {text}: cuda:{missing[0]} does not exist ({len(have)} usable GPU(s))")
+        raise EngineError(f"--gpus {text}: {missing[0]}")
     return wanted
 
 
@@ -164,7 +163,7 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
     (None: default_workers, for ``encoder`` where known). EngineError for a device or GPU that
     cannot be had."""
     from ..engine.select import parse_device
-    from ..engine.gpuinfo import cuda_status
+    from ..engine.gpuinfo import cuda_status, missing_gpu
 
     kind, index = parse_device(device)
     why = None
@@ -181,8 +180,9 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
         if kind == "cuda":
             if not status.usable:
                 raise EngineError(f"{device}: {status.reason}")
-            if index not in {d.index for d in status.devices}:
-                raise EngineError(f"{device} does not exist ({len(status.devices)} usable device(s))")
+            missing = missing_gpu(index, status)
+            if missing:
+                raise EngineError(missing)
             chosen = (index,)
         else:
             chosen = tuple(d.index for d in status.devices)

@@ -6,12 +6,9 @@ progress bars are srgpu.cli.progress's, the printing srgpu.cli.output's. Expecte
 from __future__ import annotations
 import contextlib
 import json
-import os
 import platform
 import signal
 import subprocess
-import time
-import warnings
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 import typer
@@ -19,8 +16,10 @@ from .. import __version__
 from ..engine import Engine, EngineError, GPUOptions, create_engine
 from ..errors import ImageFileError
 from ..images.upscale import DEFAULT_MAX_PIXELS
-from ..batch.plan import BatchError, BatchResult, Job, Plan, plan_batch
+from ..batch.plan import BatchError, Plan, plan_batch
 from ..batch.local import ImageOptions, run_batch
+from ..batch.route import (Callbacks, UpscaleOptions, describe_engine, folder_encoder, make_engine,
+                           upscale as route_upscale)
 from ..model import DEFAULT_ARCH, ModelError, SRCNNModel, builtin_models, resolve_model
 from .summary import Chunks, JsonReport
 from ..video.options import DEINTERLACE_MODES, HWDEC_MODES, EncodeOptions, UnknownDeinterlace, UnknownHwdec, VideoOptions
@@ -125,22 +124,47 @@ def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None =
 
 
 def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precision: str = "auto") -> Engine:
-    """create_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RuntimeWarning)
-        notify = None if quiet or device == "cpu" else (lambda s: _info(s, False))
-        engine = create_engine(device, model, scale, GPUOptions(precision=precision, notify=notify))
-    why = "; ".join(str(w.message).replace("GPU not used, running on the CPU: ", "GPU not used: ")
-                    for w in caught if issubclass(w.category, RuntimeWarning))
-    _info(f"device: {_describe_engine(engine)}{f' ({why})' if why else ''}; model: {model.describe()}", quiet)
-    return engine
+    """srgpu.batch.route.make_engine, saying which device runs (and why not the GPU, when 'auto' falls back)."""
+    return make_engine(device, model, scale, precision, None if quiet else (lambda s: _info(s, False)))
 
 
-def _describe_engine(engine: Engine) -> str:
-    description = getattr(engine, "description", None)
-    if description:
-        return str(description)
-    return "CPU" if engine.name == "cpu" else engine.name
+_describe_engine = describe_engine
+_folder_encoder = folder_encoder  # (tests/test_folder_workers.py names it here)
+
+
+class _Shown(Callbacks):
+    """srgpu.batch.route's callbacks for the command: its lines on stderr (unless --quiet), its
+    progress bars, and the --json report."""
+
+    def __init__(self, report: JsonReport, quiet: bool, options: UpscaleOptions) -> None:
+        self.report, self.quiet, self.options = report, quiet, options
+
+    def say(self, message: str) -> None:
+        _info(message, self.quiet)
+
+    def planned(self, plan: Plan) -> None:
+        self.report.plan = plan
+
+    def model(self, model: SRCNNModel) -> None:
+        o = self.options
+        self.report.set(model=model.name, arch=model.arch, scale=o.scale, precision=o.precision, encode=o.video.encode)
+
+    def engine(self, engine: Engine, description: str) -> None:
+        self.report.engine(engine, description)
+
+    def workers(self, description: str, gpu: bool) -> None:
+        self.report.workers(description, gpu=gpu)
+
+    def batch_progress(self, plan: Plan) -> _Progress:
+        progress = _Progress(plan, self.quiet)
+        progress.done = self.report.watch(progress.done)  # type: ignore[method-assign]
+        return progress
+
+    def chunk_progress(self, name: str) -> _ChunkBar:
+        return _ChunkBar(name, self.quiet)
+
+    def files_progress(self, plan: Plan) -> _FilesProgress:
+        return _FilesProgress(plan, self.quiet)
 
 
 # ---------------------------------------------------------------- upscale
@@ -198,195 +222,27 @@ def upscale(
     """Upscale an image, a video, or a folder of them with SRCNN."""
     report = JsonReport(input, output, enabled=json_out)
     with _reported(), report.running():
-        image_options = ImageOptions(jobs=jobs, png_compression=png_compression,
-                                     max_pixels=_max_pixels(max_megapixels))
-        if cluster is not None:
-            from ..batch.cluster import check_address
-
-            cluster = check_address(cluster)
-            # a task names files, and a cluster's worker opens them from its own working directory
-            input, output = _absolute(input), _absolute(output)
-        _forget_finished_chunks(output, quiet)
-        plan = report.plan = plan_batch(input, output, fmt=format, overwrite=overwrite)
-        srcnn = resolve_model(model, scale)
         video = _video_options(encode=EncodeOptions(codec=codec, crf=crf, preset=preset, pix_fmt=pix_fmt,
                                                     extra_args=tuple(encoder_arg)),
                                video_stream=video_stream, hwdec=hwdec, strict=strict, deinterlace=deinterlace)
-        report.set(model=srcnn.name, arch=srcnn.arch, scale=scale, precision=precision, encode=video.encode)
-        if plan.single and plan.jobs[0].kind == "video" and chunk_seconds != 0:
-            if _upscale_in_chunks(plan.jobs[0], srcnn, scale, video, overwrite, quiet, device, precision,
-                                  workers, gpus, chunk_seconds, cluster, report):
-                return
-        elif not plan.single:
-            on_workers = _upscale_folder_on_workers(plan, srcnn, scale, video, image_options, quiet, device,
-                                                    precision, workers, gpus, cluster, report)
-            if isinstance(on_workers, BatchResult):
-                report.batch(on_workers)
-                _report_batch(on_workers, quiet)
-                if on_workers.exit_code:
-                    raise typer.Exit(on_workers.exit_code)
-                return
-            device = on_workers
-        elif cluster or gpus or workers:
-            _info("note: --workers, --gpus and --cluster apply to a long video (cut into chunks) and to folders; "
-                  "one image runs in this process", quiet)
-        with _make_engine(device, srcnn, scale, quiet, precision) as engine:
-            report.engine(engine, _describe_engine(engine))
-            progress = _Progress(plan, quiet)
-            try:
-                result = run_batch(plan, engine, video, on_start=progress.start,
-                                   on_done=report.watch(progress.done), on_frames=progress.frames_done,
-                                   on_rows=progress.rows_done, images=image_options)
-            finally:
-                progress.close()
-        report.batch(result)
-        _report_batch(result, quiet)
+        options = UpscaleOptions(input, output, scale=scale, model=model, device=device, precision=precision,
+                                 overwrite=overwrite, format=format, video=video,
+                                 images=ImageOptions(jobs=jobs, png_compression=png_compression,
+                                                     max_pixels=_max_pixels(max_megapixels)),
+                                 workers=workers, gpus=gpus, chunk_seconds=chunk_seconds, cluster=cluster)
+        result = route_upscale(options, _Shown(report, quiet, options))
+        if result.batch is None:  # a video cut into chunks
+            job = result.plan.jobs[0]
+            report.chunked(job, result.video, Chunks(result.chunks, result.reused_chunks, result.reused_frames),
+                           result.video.seconds)
+            if not quiet:
+                print(f"wrote {result.video.output} ({result.video.frames} frames, {result.chunks} chunks, "
+                      f"{result.seconds:.1f} s)")
+            return
+        report.batch(result.batch)
+        _report_batch(result.batch, quiet)
         if result.exit_code:
             raise typer.Exit(result.exit_code)
-
-
-def _absolute(path: Path) -> Path:
-    """``path`` made absolute against this directory, symlinks kept (what the user named)."""
-    return Path(os.path.abspath(path))
-
-
-def _forget_finished_chunks(output: Path, quiet: bool) -> None:
-    """A chunked run killed after publishing its output leaves its work folder: removed (and said)
-    where the output there is the file that run verified, before existing outputs are looked for."""
-    from ..video.chunked import forget_finished_in
-
-    for dst in forget_finished_in(output if output.is_dir() else output.parent):
-        _info(f"note: {dst}: complete (verified and published by a run killed before its clean-up); the chunks "
-              "that run left were removed", quiet)
-
-
-def _upscale_in_chunks(job: Job, srcnn: SRCNNModel, scale: int, video: VideoOptions, overwrite: bool, quiet: bool,
-                       device: str, precision: str, workers: int | None, gpus: str | None,
-                       chunk_seconds: float | None, cluster: str | None, report: "JsonReport") -> bool:
-    """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; False
-    where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
-    from ..batch.pool import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
-    from ..video import chunked
-    from ..video.api import threads_option
-
-    spec = EngineSpec(srcnn, scale, device=device, precision=precision)  # local workers: on their own devices
-    if cluster:
-        from ..batch.cluster import DaskRunner
-
-        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
-        count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
-    else:
-        from ..video.api import video_codec
-
-        wplan = plan_workers(device, gpus, workers, encoder=video_codec(job.dst, video.encode))
-        count, what = wplan.workers, wplan.describe()
-    gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
-    pool = LocalPool(spec, wplan.devices) if not cluster and count > 1 else None
-    try:  # the workers start once the video is known to be long, and come up while it is scanned
-        cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
-                                  workers=count, chunk_seconds=chunk_seconds, gpu=gpu,
-                                  when_long=pool.start if pool is not None else None)
-    except BaseException:
-        if pool is not None:
-            pool.close(force=True)
-        raise
-    if isinstance(cj, str):
-        if pool is not None:
-            pool.close(force=True)
-        if cluster or chunk_seconds or (workers or 1) > 1:
-            _info(f"note: {job.src}: one pipeline: {cj}", quiet)
-        if cluster:
-            runner_cm.__exit__(None, None, None)
-        return False
-    started = time.monotonic()
-    if cluster:
-        runner = runner_cm
-    elif count == 1:
-        engine = _make_engine(wplan.devices[0], srcnn, scale, quiet, precision)
-        runner_cm = engine
-        runner = InProcess(engine)
-        report.engine(engine, _describe_engine(engine))
-    else:
-        runner_cm = runner = pool
-    if cluster or count != 1:
-        report.workers(what, gpu=bool(cluster) or bool(wplan.gpus))
-    why = f" (GPU not used: {wplan.why_cpu})" if not cluster and wplan.why_cpu else ""
-    threads = encoder_threads(count)
-    shares = threads_option(cj.job.codec, cj.job.plan.extra_args, threads)
-    encoder = cj.job.codec + (f" on {shares[0][1]} threads each" if shares else "")
-    _info(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}, {encoder}; "
-          f"model: {srcnn.describe()}", quiet)
-    for note in cj.notes:
-        _info(f"note: {job.src}: {note}", quiet)
-    bar = _ChunkBar(job.src.name, quiet)
-    try:
-        with runner_cm:
-            result = chunked.upscale_chunked(cj, runner, overwrite=overwrite, progress=bar,
-                                             encoder_threads=threads)
-    finally:
-        bar.close()
-    for note in result.notes:
-        if note not in cj.notes:
-            _info(f"note: {job.src}: {note}", quiet)
-    report.chunked(job, result, Chunks(len(cj.chunks), bar.reused, bar.reused_frames), result.seconds)
-    if not quiet:
-        print(f"wrote {result.output} ({result.frames} frames, {len(cj.chunks)} chunks, "
-              f"{time.monotonic() - started:.1f} s)")
-    return True
-
-
-def _folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
-    """The encoder every video of a folder gets, if they share one (the default worker count
-    depends on it: srgpu.batch.pool.default_workers); None where they differ or one cannot be decided
-    now (that file's own error comes when it runs)."""
-    from ..video.api import video_codec
-    from ..video.errors import VideoError
-
-    try:
-        encoders = {video_codec(job.dst, video.encode) for job in plan.jobs if job.kind == "video"}
-    except VideoError:
-        return None
-    return encoders.pop() if len(encoders) == 1 else None
-
-
-def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, scale: int, video: VideoOptions,
-                               images: ImageOptions, quiet: bool, device: str, precision: str,
-                               workers: int | None, gpus: str | None, cluster: str | None,
-                               report: "JsonReport") -> BatchResult | str:
-    """A folder whose files go to the chunk workers, one file per task (srgpu.batch.pool_files: when
-    that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
-    import dataclasses
-
-    from ..batch.pool_files import may_use_workers, run_files, use_workers
-    from ..batch.pool import EngineSpec, LocalPool, encoder_threads, plan_workers
-
-    explicit = workers is not None or gpus is not None
-    if not may_use_workers(plan, explicit, cluster is not None):
-        return device
-    spec = EngineSpec(srcnn, scale, device=device, precision=precision)
-    if cluster:
-        from ..batch.cluster import DaskRunner
-
-        runner_cm: contextlib.AbstractContextManager = DaskRunner(cluster, spec, quiet_logs=True)
-        count, what = runner_cm.workers, f"the Dask cluster at {cluster}"  # type: ignore[attr-defined]
-    else:
-        wplan = plan_workers(device, gpus, workers, encoder=_folder_encoder(plan, video))
-        count, what = wplan.workers, wplan.describe()
-        if not use_workers(plan, count, explicit):
-            return wplan.devices[0] if gpus is not None else device
-        if wplan.why_cpu:
-            what += f" (GPU not used: {wplan.why_cpu})"
-        runner_cm = LocalPool(spec, wplan.devices)
-    report.workers(what, gpu=bool(cluster) or bool(wplan.gpus))
-    _info(f"{len(plan.jobs)} files, one per task, on {what}; model: {srcnn.describe()}", quiet)
-    video = dataclasses.replace(video, encoder_threads=encoder_threads(count))
-    progress = _FilesProgress(plan, quiet)
-    try:
-        with runner_cm as runner:
-            return run_files(plan, runner, srcnn, scale, video, images.png_compression, on_done=progress.done,
-                             on_frames=progress.frames, max_pixels=images.max_pixels)
-    finally:
-        progress.close()
 
 
 # ---------------------------------------------------------------- compare

@@ -37,6 +37,7 @@ from ..kernels.conv import ConvConfig
 from .plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for, default_plan, load_cached, nearest_cached, output_bits, plan_key)
 from .base import Engine
 from .frames import FrameFormat, FrameProcessor, PlaneSpec
+from .gpuinfo import require_gpu  # noqa: F401  (moved to srgpu.engine.gpuinfo; imported from here by tools and scripts)
 from .options import GPUOptions
 
 SUPPORTED_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.float32))
@@ -546,17 +547,6 @@ def strips(H: int, rows: int, halo: int) -> list[Strip]:
         out.append(Strip(r0, r1, max(0, r0 - halo), min(H, r1 + halo)))
         r0 = r1
     return out
-
-
-def require_gpu(device_index: int = 0) -> None:
-    """EngineError saying why, unless cuda:device_index is usable."""
-    from .gpuinfo import cuda_status
-
-    status = cuda_status()
-    if not status.usable:
-        raise EngineError(f"no usable CUDA GPU: {status.reason}")
-    if device_index >= len(status.devices):
-        raise EngineError(f"cuda:{device_index} does not exist ({len(status.devices)} usable device(s))")
 
 
 def _identity(plan: Plan) -> tuple[Any, ...]:

@@ -1,5 +1,6 @@
-"""What CUDA devices are usable, or why none is. Never raises: a machine with no GPU,
-no driver or no CuPy is a normal case."""
+"""What CUDA devices are usable, or why none is. Never raises (but require_gpu, asked to): a machine
+with no GPU, no driver or no CuPy is a normal case. Whether cuda:N exists is decided here, once
+(missing_gpu): the engine factory, require_gpu and the workers' --device and --gpus ask it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,26 @@ class CudaStatus:
     @property
     def usable(self) -> bool:
         return bool(self.devices)
+
+
+def missing_gpu(index: int, status: CudaStatus) -> str | None:
+    """"cuda:N does not exist (K usable device(s))" where cuda:``index`` is not one of ``status``'s usable
+    devices; None where it is."""
+    if index in {d.index for d in status.devices}:
+        return None
+    return f"cuda:{index} does not exist ({len(status.devices)} usable device(s))"
+
+
+def require_gpu(device_index: int = 0) -> None:
+    """EngineError saying why, unless cuda:device_index is usable."""
+    from ..errors import EngineError
+
+    status = cuda_status()
+    if not status.usable:
+        raise EngineError(f"no usable CUDA GPU: {status.reason}")
+    missing = missing_gpu(device_index, status)
+    if missing:
+        raise EngineError(missing)
 
 
 def cuda_status() -> CudaStatus:

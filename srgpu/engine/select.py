@@ -42,13 +42,14 @@ def create_engine(device: str, model: SRCNNModel, scale: int, options: GPUOption
 
 
 def _gpu_engine(model: SRCNNModel, scale: int, index: int, options: GPUOptions, autotune: bool) -> Engine:
-    from .gpuinfo import cuda_status
+    from .gpuinfo import cuda_status, missing_gpu
 
     status = cuda_status()
     if not status.usable:
         raise EngineError(status.reason or "no usable CUDA device")
-    if index >= len(status.devices):
-        raise EngineError(f"cuda:{index} does not exist ({len(status.devices)} usable device(s))")
+    missing = missing_gpu(index, status)
+    if missing:
+        raise EngineError(missing)
     try:
         from .gpu import GPUEngine
     except ImportError as e:

@@ -187,7 +187,8 @@ def f2_key(f2: int) -> int:
 
 
 # Tiles per (arithmetic, f2), fastest first on the GPUs measured so far (figures: BENCHMARKS.md
-# "Fused kernels"; tiles built but not offered: dev/cuda/fused_not_offered.py). fold = 1: the
+# "Fused kernels" and "tiles.py's measurement notes, moved from the code"; tiles built but not
+# offered: dev/cuda/fused_not_offered.py). fold = 1: the
 # folded conv1 on interior tiles of exact x2 upscales of integer samples.
 # Tile heights 60/66/108 change how many waves of one block per SM a frame takes (66: 2112 tiles
 # of a 4K output, 16 full waves on 132 SMs); the tuner times them on the GPU at hand.
@@ -206,28 +207,14 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                   dict(th=64, rw=64, r=16, nt=512, mb1=1, mb2=1, fold=0),
                   dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16", 3): [dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2)],
-    # the split 9-5-5 fits only with conv2's weights streamed (344 KiB of shared memory otherwise);
-    # it meets the accuracy bar at every depth. First: each tap row in 5 parts through two buffers,
-    # the next part copied while the current one's MMAs run (spart), 8-row chunks, 8 warps: 10.1 ms
-    # at 1080p -> 4K on the H100, 13.8 for the stream without the overlap (BENCHMARKS.md)
+    # the split 9-5-5 fits only with conv2's weights streamed; first: spart overlaps the next part's copy with the MMAs
     ("fp16", 5): [dict(th=64, rw=32, r=8, nt=256, mb1=1, mb2=2, stream=1, spart=5),
                   dict(th=64, rw=32, r=8, nt=256, mb1=2, mb2=2, stream=1, spart=5),
                   dict(th=64, rw=32, r=4, nt=256, mb1=1, mb2=1, stream=1, spart=2),
                   dict(th=32, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1, spart=1),
                   dict(th=64, rw=32, r=4, nt=128, mb1=2, mb2=2, stream=1)],
-    # First, on compute capability 9.0 only (sm_90a): the fold blocks' three GEMMs on the warpgroup MMA with A
-    # from registers (wg; mb1 1 keeps the edge blocks' chain within 128 registers): 0.545-0.552 ms against
-    # 0.565-0.571 for the mma.sync tile in five sweeps (H100, 2026-11-24, BENCHMARKS.md "9-1-5's fold chain on
-    # wgmma"). Elsewhere: 24-row chunks (70 Z rows in 3 chunks, not 5: fewer chunk barriers and conv3 tails):
-    # 0.576 ms, 0.594 for the 16-row tile in the same sweep (H100, 2026-11-24). config_for's default is the first
-    # tile that is not wg.
-    # On compute capability 9.0, first of all: the same wgmma tile with its fold blocks' warps specialised (ws, 20 warps:
-    # four warpgroups run the chain, the fifth sums conv3 beside them, mbarriers per 4-row group of the Z ring instead of
-    # chunk barriers): 0.509-0.514 ms against 0.530-0.539 for the tile below, 9 alternating rounds in 3 calls, outputs
-    # the same bits (H100, 2026-11-24, BENCHMARKS.md "Issue 17: 9-1-5's fold blocks with warps specialised"). Its edge
-    # blocks the same way on the bicubic tile since, and a Z ring of 16 rows (r 12; the sum reads 8 of them, the chain
-    # runs at most 2 row groups ahead): 0.370-0.374 ms against 0.375-0.382 for r 24, 0.457-0.471 before the edge
-    # blocks' change (H100, 2026-11-24, BENCHMARKS.md "Issue 17: the ws tile's edge blocks").
+    # sm_90a first: ws (warps specialised, conv3 summed beside the chain), then wg (the fold chain on wgmma);
+    # elsewhere 24-row chunks (fewer chunk barriers). config_for's default is the first tile that is not wg.
     ("fp16-fast", 1): [dict(th=66, rw=64, r=12, nt=640, mb1=1, mb2=1, fold=1, wg=1, ws=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1),
                        dict(th=66, rw=64, r=24, nt=512, mb1=2, mb2=2, fold=1),
@@ -237,28 +224,9 @@ CANDIDATES: dict[tuple[Arithmetic, int], list[dict[str, int]]] = {
                        dict(th=64, rw=64, r=16, nt=256, mb1=4, mb2=4, fold=0),
                        dict(th=64, rw=64, r=12, nt=512, mb1=1, mb2=1, fold=0)],
     ("fp16-fast", 3): [dict(th=32, rw=32, r=8, nt=128, mb1=2, mb2=4)],
-    # First, on compute capability 9.0 only (sm_90a): the row-streamed tile (rows: fused_rows.cu, conv1 rows from two
-    # producer warpgroups, conv2 with A from registers over the 5 tap rows, the Z GEMM and conv3 on one consumer
-    # warpgroup): 2.33-2.35 ms against 2.78-2.83 for the fold tile below, alternating in one process (H100, 2026-11-24,
-    # BENCHMARKS.md "Issue 17: the row-streamed 9-5-5 tile"). Slow to build (63 s under the H100 machine's NVRTC): the
-    # quick choice builds it in the background and takes the next tile until it is built (FusedConfig.slow_build).
-    # Then the fold tile below 108 rows high (112 Z rows: 7 full chunks;
-    # 2160 = 20 x 108, 2,760 blocks, 20.9 waves of 132; fewer halo rows and per-tile prologues): faster in 6 of 8
-    # alternating rounds over three calls, by 0.6 % on average (2.822-2.875 ms against 2.839-2.872; H100, 2026-11-24,
-    # BENCHMARKS.md "The 9-5-5 fold tile 108 rows high"), a margin within a machine start's spread; its LR planes take
-    # 2.8 KB more shared memory (230,048 bytes).
-    # Then the same wgmma tile with the folded conv1 (fold: interior tiles
-    # of an exact x2 of integer samples compute conv1 from the LR samples into conv2's A1 window, no bicubic; the 32
-    # KiB of phase fragments fit beside the 16-row window with spart 2's three half-row buffers, 227,232 bytes):
-    # 2.843-2.844 ms against 3.167-3.171 for the wg tile below, alternating with an untouched tree, two rounds (H100,
-    # 2026-11-24, BENCHMARKS.md "Issue 17: the folded conv1 on 9-5-5's wgmma tile"); its other tiles (float input,
-    # other scales) take the bicubic path, 3.186 there.
-    # Then conv2 on the warpgroup MMA (wg), 3.21 ms against
-    # 3.83 for the same tile on mma.sync in one sweep (H100, 2026-11-24, BENCHMARKS.md); spart 2 (three
-    # buffers of half a tap row, no drain of the MMAs at each part's barrier) 3.26. Elsewhere: 16-row
-    # chunks with conv2's weights streamed (four MMA blocks per warp in conv2): 3.88 ms, 4.14 for the
-    # tile that keeps all of conv2's weights; 60 rows high (64 Z rows: 4 full chunks; 2160 = 36 x 60):
-    # 3.78 against 3.86 in the same sweep. config_for's default is the first tile that is not wg.
+    # sm_90a first: rows (fused_rows.cu, slow to build: built in the background, FusedConfig.slow_build), then the
+    # 108-row fold tile (fewer halo rows), the 60-row fold tile, wg, spart 2; elsewhere conv2's weights streamed.
+    # config_for's default is the first tile that is not wg.
     ("fp16-fast", 5): [dict(th=110, rw=64, r=3, nt=384, mb1=1, mb2=1, fold=1, wg=1, rows=1),
                        dict(th=108, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),
                        dict(th=60, rw=32, r=16, nt=256, mb1=2, mb2=4, stream=1, spart=2, fold=1, wg=1),

@@ -1,4 +1,4 @@
-"""Binarized SRCNN (issue 20): the model, its .npz format and the CPU forward pass.
+"""Binarized SRCNN (issue 20; out of the product since issue 41: the engines do not run it): the model, its .npz format and the CPU forward pass.
 
 The network
 -----------
@@ -8,7 +8,7 @@ binary network carry the signal in and out, and are 9 % of 9-5-5's work); conv2 
 1. ``h1 = ReLU(conv1(y))``, float32, 'same' size, replicate border (as every srgpu layer).
 2. Activations binarized with a learned per-channel threshold (ReLU outputs are >= 0, so a sign
    at 0 would only say "active or not"): ``a_c = +1 if h1_c > t_c else -1``, packed 64 channels
-   to a uint64 per pixel (srgpu.kernels.binary).
+   to a uint64 per pixel (dev/binary/kernels.py).
 3. ``s_o = sum over taps and channels of a * sign(W2_o)`` with ``sign(w) = +1 if w > 0 else -1``;
    on bits ``s = N - 2 popcount(a XOR w)``, N = f2*f2*64 (1 600 for 9-5-5, 64 for 9-1-5).
    Replicate padding of the packed plane is exact: the sign of a replicated value is the
@@ -43,10 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from . import outputs
-from .kernels import binary
-from .model import ModelError, NetworkShape
-from .reference import STRIP_PIXELS, conv_single_in, conv_single_out
+from srgpu import outputs
+from srgpu.model import ModelError, NetworkShape
+from srgpu.reference import STRIP_PIXELS, conv_single_in, conv_single_out
+
+from . import kernels as binary
 
 FORMAT_NAME = "srgpu-srcnn-binary"
 FORMAT_VERSION = 1
@@ -208,7 +209,7 @@ def binary_forward(y: np.ndarray, model: BinarySRCNNModel, dtype: type = np.floa
 
 def random_binary_model(arch: str = "9-5-5", seed: int = 0, scale: int | None = None) -> BinarySRCNNModel:
     """Seeded random weights (tests): conv2 scales and thresholds of a plausible size."""
-    from .model import random_model
+    from srgpu.model import random_model
 
     fp = random_model(arch, seed, scale)
     rng = np.random.default_rng(seed + 1)

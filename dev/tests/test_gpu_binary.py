@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srgpu.kernels import binary
-from srgpu.kernels.binary import BinaryLayer, Epilogue
+from dev.binary import kernels as binary
+from dev.binary.kernels import BinaryLayer, Epilogue
 
 pytestmark = pytest.mark.gpu
 

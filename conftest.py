@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the shared data lives, the GPU skip, small models and images."""
+"""Shared test fixtures for tests/ (the product's) and dev/tests/ (the experiments'): where the shared
+data lives, the GPU skip, small models and images. At the checkout's root, so pytest gives it to both."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent
 
 
 def _shared_data() -> Path:
@@ -214,3 +215,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+def compile_all(nvrtc, filename: str, names: list[str], arch: int | str, code: str | None = None) -> str:
+    """Compile ``filename`` (project headers inlined, as the engine does; or ``code``) with every
+    template instantiation in ``names``, as CuPy's RawModule would; fail with NVRTC's log. Returns
+    the PTX."""
+    from srgpu.kernels.build import COMPILE_OPTIONS, load_source
+
+    prog = nvrtc.createProgram(code if code is not None else load_source(filename), filename, [], [])
+    try:
+        for name in names:
+            nvrtc.addNameExpression(prog, name)
+        try:
+            nvrtc.compileProgram(prog, [*COMPILE_OPTIONS, f"-arch=compute_{arch}"])
+        except nvrtc.NVRTCError:
+            pytest.fail(f"{filename} (compute_{arch}) does not compile:\n{nvrtc.getProgramLog(prog)[:3000]}")
+        missing = [n for n in names if not nvrtc.getLoweredName(prog, n)]
+        assert not missing, missing
+        ptx = nvrtc.getPTX(prog)
+        assert ptx
+        return ptx.decode() if isinstance(ptx, bytes) else ptx
+    finally:
+        nvrtc.destroyProgram(prog)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Set5 (or any folder) Y-PSNR / SSIM of binarized SRCNN files (srgpu.binary_model) by the
+"""Set5 (or any folder) Y-PSNR / SSIM of binarized SRCNN files (dev/binary/model.py) by the
 authors' protocol on the CPU, as `srgpu eval` does for the float models (which the engines run;
 binarized ones they do not yet). conv2 is computed exactly as the GPU kernels compute it.
 
-    python3 scripts/benchmarks/eval_binary.py ../shared/data/eval/Set5 runs/b/srcnn_9-5-5-binary_x2.npz ...
+    python3 dev/binary/eval_binary.py ../shared/data/eval/Set5 runs/b/srcnn_9-5-5-binary_x2.npz ...
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from srgpu.binary_model import binary_forward, load_binary_npz  # noqa: E402
+from dev.binary.model import binary_forward, load_binary_npz  # noqa: E402
 from srgpu.tools.evaluate import evaluate_folder, mean_scores  # noqa: E402
 
 

@@ -18,7 +18,7 @@ import pytest
 from srgpu.kernels import fused
 from srgpu.kernels.build import KERNEL_DIR
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # dev/ lies beside the package, not in it
 from dev.cuda import phase_ablation as pa  # noqa: E402
 

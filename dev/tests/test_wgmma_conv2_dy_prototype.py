@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dev/ lies beside the package, not in it
 from dev.cuda import wgmma_conv2_dy as wd  # noqa: E402
 from dev.cuda import wgmma_conv23_dy as wz  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The binarized SRCNN (issue 20): srgpu.binary_model's file format and CPU forward, the PyTorch
+"""The binarized SRCNN (issue 20): dev/binary/model.py's file format and CPU forward, the PyTorch
 model of scripts/training/binary_net.py (the same function; its straight-through estimator), and
 a tiny train.py --binary run on the CPU that writes a loadable file."""
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.binary_model import (BinarySRCNNModel, binary_forward, binary_layers, is_binary_file, load_binary_npz,
-                                random_binary_model, save_binary_npz)
-from srgpu.kernels import binary
+from dev.binary import kernels as binary
+from dev.binary.model import (BinarySRCNNModel, binary_forward, binary_layers, is_binary_file, load_binary_npz,
+                              random_binary_model, save_binary_npz)
 from srgpu.model import ModelError, load_npz, random_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def image(shape: tuple[int, int], seed: int = 0) -> np.ndarray:

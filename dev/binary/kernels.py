@@ -1,4 +1,4 @@
-"""Binary convolution on the GPU (binary.cu): XNOR emulated by XOR, matches counted by popcount,
+"""Binary convolution on the GPU (binary.cu, beside this file): XNOR emulated by XOR, matches counted by popcount,
 on channels packed 64 to a word (the method of CN106779057B), with its NumPy reference and a
 self-check.
 
@@ -27,13 +27,15 @@ instantiations per layer (CW, COUT, K), launch shape and epilogue (``Epilogue``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .launch import Launch, cdiv
+from srgpu.kernels.launch import Launch, cdiv
 
-SOURCE = "binary.cu"
+SOURCE = str(Path(__file__).resolve().parent / "binary.cu")  # beside this file; its #include "common.cuh"
+# is srgpu/kernels' (build.load_source reads an absolute path as it is, its project headers from srgpu/kernels)
 VARIANTS = ("b0", "b1")
 PACK_THREADS = 256
 WORD = 64  # channels per packed word
@@ -327,9 +329,9 @@ def compile_configs(layer: BinaryLayer, pairs: Iterable[tuple[BinaryConfig, Epil
                     limits: Any) -> dict[str, Any]:
     """The packers and the kernels of (config, epilogue) pairs for ``layer`` in one NVRTC call,
     each launch shape checked against the device first: kernel name -> Kernel."""
-    from ..errors import EngineError
-    from .build import compile_kernels
-    from .launch import LaunchError, validate_launch
+    from srgpu.errors import EngineError
+    from srgpu.kernels.build import compile_kernels
+    from srgpu.kernels.launch import LaunchError, validate_launch
 
     names = [pack_name(d) for d in ACT_TYPES]
     for cfg, ep in pairs:
@@ -408,7 +410,7 @@ def check_configs(layer: BinaryLayer, configs: Sequence[BinaryConfig], epilogues
     The packed plane is checked too (key 'pack')."""
     import cupy as cp
 
-    from .build import device_limits
+    from srgpu.kernels.build import device_limits
 
     limits = device_limits(device_index)
     data = random_layer(layer, shape, seed, act_dtype)

@@ -1,4 +1,4 @@
-"""The binary convolution's NumPy reference (srgpu.kernels.binary), which the GPU kernels are held
+"""The binary convolution's NumPy reference (dev/binary/kernels.py), which the GPU kernels are held
 to bit for bit: packing, XOR-popcount sums against a direct float correlation of the signs, the
 float epilogue's order, the vote's exact folding, and the launch shapes against device limits."""
 
@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from srgpu.kernels import binary
-from srgpu.kernels.binary import BinaryConfig, BinaryLayer, Epilogue
+from dev.binary import kernels as binary
+from dev.binary.kernels import BinaryConfig, BinaryLayer, Epilogue
 from srgpu.kernels.launch import H100_LIMITS, validate_launch
 from srgpu.reference import conv_multi
+
+from conftest import compile_all  # the checkout's root conftest (tests/test_kernel_compile.py's harness)
 
 
 def signs(x: np.ndarray, threshold: np.ndarray | float) -> np.ndarray:
@@ -170,7 +172,7 @@ def test_speed_quality_plot_draws_the_points(tmp_path) -> None:
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "plot_speed_quality.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "benchmarks" / "plot_speed_quality.py"
     spec = importlib.util.spec_from_file_location("plot_speed_quality", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -180,3 +182,8 @@ def test_speed_quality_plot_draws_the_points(tmp_path) -> None:
     assert img.shape == (600, 900, 3)
     coloured = (img[..., 0] == mod.COLOURS[2][0]) & (img[..., 1] == mod.COLOURS[2][1]) & (img[..., 2] == mod.COLOURS[2][2])
     assert coloured.sum() > 3 * 50  # three filled markers
+
+
+def test_every_binary_kernel_compiles(nvrtc) -> None:
+    """The packers and every candidate x epilogue of the binarized layers (binary.cu)."""
+    compile_all(nvrtc, binary.SOURCE, binary.all_kernel_names(), 75)

@@ -19,7 +19,7 @@ from srgpu.kernels import fused
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 from srgpu.model import random_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import NOT_OFFERED, not_offered_configs  # noqa: E402
 
 OPTIN = 227 * 1024  # shared memory a block may opt into (H100 / H200)

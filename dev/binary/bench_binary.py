@@ -15,7 +15,7 @@ Per SRCNN conv2 (5x5 of 9-5-5 and 1x1 of 9-1-5, 64 -> 32, ReLU):
 Every binary kernel timed is first checked bit for bit against the NumPy reference on an awkward
 size. Times: median of CUDA-event timings after warm-up (srgpu.kernels.timing), random data.
 
-    python3 scripts/benchmarks/bench_binary.py [--json out.json] [--layers 5 1] [--no-torch] [--no-fused]
+    python3 dev/binary/bench_binary.py [--json out.json] [--layers 5 1] [--no-torch] [--no-fused]
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from typing import Any, Callable
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from srgpu.binary_model import random_binary_model  # noqa: E402
-from srgpu.kernels import binary, conv  # noqa: E402
-from srgpu.kernels.binary import BinaryLayer, Epilogue  # noqa: E402
+from dev.binary import kernels as binary  # noqa: E402
+from dev.binary.kernels import BinaryLayer, Epilogue  # noqa: E402
+from dev.binary.model import random_binary_model  # noqa: E402
+from srgpu.kernels import conv  # noqa: E402
 from srgpu.kernels.conv import ConvLayer  # noqa: E402
 from srgpu.model import random_model  # noqa: E402
 
