@@ -44,9 +44,12 @@ def wait_for_temporary(proc: subprocess.Popen, folder: Path, timeout: float = 60
     """The encoder's temporary output, once it has grown (frames are being encoded)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = temporaries(folder)
-        if found and found[0].stat().st_size > 0:
-            return found[0]
+        for found in temporaries(folder):
+            try:  # a short-lived temporary (the output folder's write check) may go between listing and stat
+                if found.stat().st_size > 0:
+                    return found
+            except FileNotFoundError:
+                pass
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     raise AssertionError("the run never started encoding")
