@@ -165,6 +165,21 @@ def test_a_worker_killed_mid_chunk_is_replaced(tmp_path: Path, clip: Path) -> No
         assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
 
 
+def test_a_chunk_found_verified_counts_its_frames(tmp_path: Path, clip: Path) -> None:
+    """A task given again after its worker died (the pool took back the frames that worker had
+    counted) finds the chunk that worker verified and published: it returns it without work and
+    counts its frames, so the run's count ends at the source's."""
+    engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(cj, _Interrupted(engine, 1))
+    made = next(c for c in cj.chunks if chunked.chunk_path(cj.work, c.index).exists())
+    counted: list[int] = []
+    result = chunked.run_chunk(cj.task(made), engine, counted.append)
+    assert result.index == made.index and sum(counted) == made.frames == len(result.pts)
+
+
 class _Interrupted(InProcess):
     """Makes ``chunks`` chunks, then stops as Ctrl-C would."""
 

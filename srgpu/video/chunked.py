@@ -162,7 +162,9 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     under the source's path here is not the coordinator's. A chunk already verified on disk (made
     by a run or a worker before) is returned as it is: a verified chunk is never rewritten."""
     found, _ = check_chunk(task)
-    if found is not None:
+    if found is not None:  # its frames count now: a pool takes back what a worker that died had counted
+        if progress is not None:
+            progress(len(found.pts))
         return found
     check_source(task)
     sent = [0]
