@@ -15,49 +15,19 @@ from __future__ import annotations
 import argparse
 import resource
 import json
-import os
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "benchmarks"))
+from bench_bighost import process_kind, snapshot as raw_snapshot  # noqa: E402
 
 
 def snapshot() -> dict[int, tuple[int, str, float]]:
-    """pid -> (parent pid, label, cpu seconds) for every process now."""
-    out = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        ppid, utime, stime = int(rest[1]), int(rest[11]), int(rest[12])
-        out[int(entry.name)] = (ppid, label(cmd), (utime + stime) / TICK)
-    return out
-
-
-def label(cmd: list[bytes]) -> str:
-    words = [w.decode(errors="replace") for w in cmd if w]
-    if not words:
-        return "?"
-    name = Path(words[0]).name
-    if name.startswith("ffmpeg"):
-        if any(w in ("-c:v", "-vcodec") for w in words):
-            codec = words[words.index("-c:v") + 1] if "-c:v" in words else "?"
-            pipe_in = "-f" in words and "rawvideo" in words[:words.index("-i")] if "-i" in words else False
-            return f"ffmpeg encode {codec}" + (" (raw frames in)" if pipe_in else "")
-        if any("cuvid" in w for w in words):
-            return "ffmpeg decode (NVDEC)"
-        return "ffmpeg other"
-    if name.startswith("python"):
-        return "python " + " ".join(Path(w).name for w in words[1:3])
-    return name
+    """pid -> (parent pid, kind, cpu seconds) for every process now (bench_bighost's kinds)."""
+    return {pid: (ppid, process_kind(cmd), cpu) for pid, (ppid, cmd, cpu) in raw_snapshot().items()}
 
 
 def descendants(tree: dict[int, tuple[int, str, float]], root: int) -> set[int]:

@@ -81,6 +81,22 @@ def process_kind(cmd: list[bytes]) -> str:
     return name
 
 
+def snapshot() -> dict[int, tuple[int, list[bytes], float]]:
+    """pid -> (parent pid, command line words, CPU seconds) of every process now, from /proc."""
+    tree: dict[int, tuple[int, list[bytes], float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        tree[int(entry.name)] = (int(rest[1]), cmd, (int(rest[11]) + int(rest[12])) / TICK)
+    return tree
+
+
 class Sampler:
     """Samples the host's CPU, the GPUs and every process under one pid, every ``interval``."""
 
@@ -128,17 +144,7 @@ class Sampler:
             self._processes()
 
     def _processes(self) -> None:
-        tree: dict[int, tuple[int, list[bytes], float]] = {}
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-                cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            rest = stat[stat.rindex(")") + 2:].split()
-            tree[int(entry.name)] = (int(rest[1]), cmd, (int(rest[11]) + int(rest[12])) / TICK)
+        tree = snapshot()
         kids: dict[int, list[int]] = defaultdict(list)
         for pid, (ppid, _, _) in tree.items():
             kids[ppid].append(pid)
