@@ -172,3 +172,27 @@ def test_bad_video_requests(shared_data: Path, tmp_path: Path, random_npz: Path)
     assert r.exit_code == 1 and "past the end" in r.stderr and list(tmp_path.iterdir()) == []
     r = srgpu("compare", src, "-o", tmp_path / "c.jpg", "--model", random_npz, "--device", "cpu")
     assert r.exit_code == 1 and "name it .png" in r.stderr
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_srgpu_panel_is_what_the_gpu_upscale_makes(shared_data: Path, tmp_path: Path,
+                                                                  random_npz: Path) -> None:
+    """``--device cuda``: the same crop and the same nearest and bicubic panels as on the CPU; the
+    srgpu panel is what ``srgpu upscale --device cuda`` makes of the whole image, and within a level
+    of the CPU engine's panel."""
+    src = shared_data / "eval" / "Set5" / "bird_GT.bmp"
+    on = {}
+    for device in ("cuda", "cpu"):
+        out = tmp_path / f"compare_{device}.png"
+        r = srgpu("compare", src, "-o", out, "--model", random_npz, "--device", device)
+        assert r.exit_code == 0, r.stderr
+        on[device] = (r.stdout.split("(crop ")[1].split(" ")[0].rstrip(")"), panels(read_image(out), 3, 256, 256))
+    assert on["cuda"][0] == on["cpu"][0]  # the same crop
+    (g_near, g_cubic, g_made), (c_near, c_cubic, c_made) = on["cuda"][1], on["cpu"][1]
+    assert np.array_equal(g_near, c_near)
+    assert np.abs(g_cubic.astype(np.int16) - c_cubic.astype(np.int16)).max() <= 1
+    assert np.abs(g_made.astype(np.int16) - c_made.astype(np.int16)).max() <= 1
+    whole = tmp_path / "whole.png"
+    assert srgpu("upscale", src, "-o", whole, "--model", random_npz, "--device", "cuda", "-q").exit_code == 0
+    x, y = (int(v) for v in on["cuda"][0].split("+")[1:3])
+    assert np.array_equal(g_made, read_image(whole)[2 * y:2 * y + 256, 2 * x:2 * x + 256])

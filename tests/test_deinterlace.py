@@ -343,3 +343,30 @@ def test_the_cli_deinterlaces_and_refuses_an_unknown_mode(tmp_path: Path, source
     assert r.exit_code == 0, r.output
     assert "deinterlaced by bwdif" in r.output and "one frame per field (50 fps)" in r.output
     assert len(frame_times(tmp_path / "o.mkv")) == 2 * FRAMES and field_order(tmp_path / "o.mkv") == "progressive"
+
+
+# ---------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(SOURCES))
+@pytest.mark.parametrize("mode", ["auto", "field"])
+def test_the_gpu_engine_deinterlaces_as_the_cpu_engine_does(tmp_path: Path, sources: dict[str, Path],
+                                                           random_gpu_engine, name: str, mode: str) -> None:
+    """The GPU path (its engine, NVDEC allowed: hwdec auto) gives what the CPU engine gives: the
+    same frames at the same times, one per field in field mode, tagged progressive, and pictures
+    within a level of the exact engine's (both through the same x264 settings)."""
+    cpu = CPUEngine(random_model("9-1-5", seed=5, scale=2), 2)  # random_gpu_engine's model
+    src = sources[name]
+    on_gpu = upscale_video(src, tmp_path / "gpu.mkv", random_gpu_engine, VideoOptions(FAST, deinterlace=mode))
+    on_cpu = upscale_video(src, tmp_path / "cpu.mkv", cpu, VideoOptions(FAST, deinterlace=mode))
+    n = FRAMES * (2 if mode == "field" else 1)
+    assert on_gpu.frames == on_cpu.frames == n
+    assert frame_times(tmp_path / "gpu.mkv") == frame_times(tmp_path / "cpu.mkv")
+    assert field_order(tmp_path / "gpu.mkv") == "progressive"
+    assert combing(tmp_path / "gpu.mkv") < 1.5
+    pairs = list(zip(decode(tmp_path / "gpu.mkv", "yuv420p", 2 * W, 2 * H),
+                     decode(tmp_path / "cpu.mkv", "yuv420p", 2 * W, 2 * H)))
+    assert len(pairs) == n
+    for g, c in pairs:
+        assert np.abs(g[0].astype(np.int16) - c[0].astype(np.int16)).mean() < 1.0

@@ -8,6 +8,9 @@ once, with the machine sampled while it runs:
 - ``cpu_busy``: the share of all the host's cores busy (/proc/stat), over the whole run and in
   steady state (the middle 80 % of the run's samples);
 - ``gpu_busy``: the mean of nvidia-smi's utilization.gpu over the GPUs the row uses, steady state;
+- ``gpu_mib``: GPU memory: the peak of nvidia-smi's memory.used per GPU over the row, less what the
+  GPU held before it, and the peak of each process's own (nvidia-smi's compute apps, by process kind;
+  empty where nvidia-smi cannot see this pid namespace's processes);
 - ``cpu_s_per_frame`` by process kind (ffmpeg decoders, encoders, srgpu's Python processes, ...):
   every process under the command sampled from /proc (a process counts from its last sample).
 
@@ -108,15 +111,22 @@ class Sampler:
         self.t0 = time.perf_counter()
         self.seen: dict[int, list] = {}  # pid -> [kind, parent, first seen, last seen] (s from the start)
         self._stop = threading.Event()
-        self._smi = None
+        self._smi = self._apps = None
+        self.mem_base: dict[int, int] = {}  # GPU -> MiB used when the row started
+        self.mem_peak: dict[int, int] = {}
+        self.app_peak: dict[tuple[int, str], int] = {}  # (pid, GPU uuid) -> peak MiB
         if gpus:
             try:
                 self._smi = subprocess.Popen(
-                    ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits",
+                    ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used", "--format=csv,noheader,nounits",
                      f"-lms={int(interval * 1000)}"], stdout=subprocess.PIPE, text=True)
                 threading.Thread(target=self._read_smi, daemon=True).start()
+                self._apps = subprocess.Popen(
+                    ["nvidia-smi", "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits",
+                     f"-lms={int(interval * 1000)}"], stdout=subprocess.PIPE, text=True)
+                threading.Thread(target=self._read_apps, daemon=True).start()
             except OSError:
-                self._smi = None
+                pass
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -125,14 +135,38 @@ class Sampler:
         row: dict[int, float] = {}
         for line in self._smi.stdout:
             try:
-                i, u = (int(x) for x in line.split(","))
+                i, u, m = (int(x) for x in line.split(","))
             except ValueError:
                 continue
             if i in self.gpus:
                 row[i] = u
+                self.mem_base.setdefault(i, m)
+                self.mem_peak[i] = max(self.mem_peak.get(i, 0), m)
             if len(row) == len(self.gpus):
                 self.gpu.append(sum(row.values()) / len(row))
                 row = {}
+
+    def _read_apps(self) -> None:
+        assert self._apps and self._apps.stdout
+        for line in self._apps.stdout:
+            try:
+                pid, uuid, mib = (x.strip() for x in line.split(","))
+                key = (int(pid), uuid)
+                self.app_peak[key] = max(self.app_peak.get(key, 0), int(mib))
+            except ValueError:
+                continue
+
+    def gpu_memory(self) -> dict:
+        """Peak MiB per GPU over the row (less the GPU's use at its start), and per process kind the
+        largest peak of one process on one GPU with how many such processes were seen."""
+        per_gpu = {i: self.mem_peak[i] - self.mem_base.get(i, 0) for i in sorted(self.mem_peak)}
+        kinds: dict[str, list[int]] = defaultdict(list)
+        for (pid, _), mib in self.app_peak.items():
+            kind = self.last.get(pid, ("not ours",))[0]
+            kinds[kind].append(mib)
+        return {"per_gpu_peak_mib": per_gpu,
+                "per_process_peak_mib": {k: {"max": max(v), "min": min(v), "processes": len(v)}
+                                         for k, v in sorted(kinds.items())}}
 
     def _run(self) -> None:
         prev = cpu_times()
@@ -166,8 +200,9 @@ class Sampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        if self._smi:
-            self._smi.terminate()
+        for p in (self._smi, self._apps):
+            if p:
+                p.terminate()
 
     @staticmethod
     def steady(xs: list[float]) -> float | None:
@@ -220,6 +255,8 @@ def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: i
     row["cpu_busy_mean"] = round(statistics.fmean(sampler.cpu), 3) if sampler.cpu else None
     g = Sampler.steady(sampler.gpu)
     row["gpu_busy_steady"] = round(g, 1) if g is not None else None
+    if gpus:
+        row["gpu_mib"] = sampler.gpu_memory()
     kinds = sampler.by_kind()
     row["cpu_s_per_frame"] = {k: round(v / frames, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}
     row["cpu_s_per_frame_total"] = round(sum(kinds.values()) / frames, 4)

@@ -393,13 +393,13 @@ def info() -> None:
         from ..video.hwdecode import nvdec_status
 
         print(f"  {'NVDEC':<15} {_reporting(nvdec_status)}")
-    status = cuda_status()
+    status = cuda_status(free_memory=True)
     print(f"CUDA: runtime {status.cuda_runtime or '-'}, driver {status.driver or '-'}, cupy {status.cupy_version or '-'}, "
           f"nvrtc {status.nvrtc or '-'}")
     if status.usable:
         for d in status.devices:
             print(f"  cuda:{d.index} {d.name}, compute {d.compute_capability}, {d.multiprocessors} SMs, "
-                  f"{d.free_memory / 2**30:.1f} of {d.total_memory / 2**30:.1f} GiB free")
+                  f"{(d.free_memory or 0) / 2**30:.1f} of {d.total_memory / 2**30:.1f} GiB free")
             print("\n".join(_cached_plan_lines(d.name, d.compute_capability)))
     else:
         print(f"  no usable CUDA device: {status.reason}; the CPU engine is used")

@@ -13,7 +13,7 @@ class CudaDevice:
     name: str
     compute_capability: str
     total_memory: int
-    free_memory: int
+    free_memory: int | None  # None unless cuda_status(free_memory=True) was asked: see there
     multiprocessors: int
 
 
@@ -51,7 +51,11 @@ def require_gpu(device_index: int = 0) -> None:
         raise EngineError(missing)
 
 
-def cuda_status() -> CudaStatus:
+def cuda_status(free_memory: bool = False) -> CudaStatus:
+    """The usable devices. ``free_memory``: also each device's free memory, which needs a CUDA
+    context on every device (about 0.5 GB of GPU memory each, and seconds of start-up): a worker
+    process that asked would hold a context on every GPU of the host, not only its own. Everything
+    else comes from the device properties, which need no context."""
     try:
         import cupy
     except Exception as e:  # ImportError, or a broken CUDA library underneath
@@ -77,12 +81,14 @@ def cuda_status() -> CudaStatus:
     for i in range(count):
         try:
             props = runtime.getDeviceProperties(i)
-            with cupy.cuda.Device(i):
-                free, total = runtime.memGetInfo()
+            free: int | None = None
+            if free_memory:
+                with cupy.cuda.Device(i):
+                    free = int(runtime.memGetInfo()[0])
             devices.append(CudaDevice(
                 index=i, name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-                compute_capability=f"{props['major']}.{props['minor']}", total_memory=int(total),
-                free_memory=int(free), multiprocessors=int(props["multiProcessorCount"])))
+                compute_capability=f"{props['major']}.{props['minor']}", total_memory=int(props["totalGlobalMem"]),
+                free_memory=free, multiprocessors=int(props["multiProcessorCount"])))
         except Exception as e:
             errors.append(f"device {i}: {_one_line(e)}")
     usable, reason = verdict(devices, errors, nvrtc_error)
