@@ -3,7 +3,7 @@
 # NVENC/chunk/worker GPU tests, where one pipeline's GPU memory goes, and issue 40's rows on 2 GPUs
 # with the context fix beside the code before it (.old: git archive of 71fce58's srgpu/).
 source .ffmpeg9/setup.sh
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
 W=/tmp/w; mkdir -p $W
 { nvidia-smi -L; nproc; date; } > $OUT/host.txt
 timeout 260 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests/test_deinterlace.py tests/test_compare.py \
