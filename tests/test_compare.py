@@ -178,7 +178,7 @@ def test_bad_video_requests(shared_data: Path, tmp_path: Path, random_npz: Path)
 def test_on_the_gpu_the_srgpu_panel_is_what_the_gpu_upscale_makes(shared_data: Path, tmp_path: Path,
                                                                   random_npz: Path) -> None:
     """``--device cuda``: the same crop and the same nearest and bicubic panels as on the CPU; the
-    srgpu panel is what ``srgpu upscale --device cuda`` makes of the whole image, and within a level
+    srgpu panel within a level of what ``srgpu upscale --device cuda`` makes of the whole image and
     of the CPU engine's panel."""
     src = shared_data / "eval" / "Set5" / "bird_GT.bmp"
     on = {}
@@ -195,4 +195,6 @@ def test_on_the_gpu_the_srgpu_panel_is_what_the_gpu_upscale_makes(shared_data: P
     whole = tmp_path / "whole.png"
     assert srgpu("upscale", src, "-o", whole, "--model", random_npz, "--device", "cuda", "-q").exit_code == 0
     x, y = (int(v) for v in on["cuda"][0].split("+")[1:3])
-    assert np.array_equal(g_made, read_image(whole)[2 * y:2 * y + 256, 2 * x:2 * x + 256])
+    # the GPU's plan (its tiles) follows the frame size, and fp32 sums in another order land within
+    # a level: the crop and the whole image are two sizes (on the CPU the two are bit-identical)
+    assert np.abs(g_made.astype(np.int16) - read_image(whole)[2 * y:2 * y + 256, 2 * x:2 * x + 256]).max() <= 1

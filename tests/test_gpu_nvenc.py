@@ -27,7 +27,7 @@ def nvenc_here(codec: str = "h264_nvenc") -> bool:
 
 
 def srgpu(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     return subprocess.run([sys.executable, "-m", "srgpu", *args], env=env, capture_output=True, text=True, timeout=600)
 
 
