@@ -139,6 +139,7 @@ class WorkerPlan:
 
     devices: tuple[str, ...]
     why_cpu: str | None = None
+    fewer: str | None = None  # why fewer workers than the encoder would have (the GPUs' free memory)
 
     @property
     def workers(self) -> int:
@@ -153,7 +154,7 @@ class WorkerPlan:
             return f"{self.workers} CPU worker{'s' if self.workers != 1 else ''}"
         per = {g: self.devices.count(g) for g in self.gpus}
         return f"{self.workers} worker{'s' if self.workers != 1 else ''} on " + ", ".join(
-            f"{g}" + (f" (x{n})" if n > 1 else "") for g, n in per.items())
+            f"{g}" + (f" (x{n})" if n > 1 else "") for g, n in per.items()) + (f" ({self.fewer})" if self.fewer else "")
 
 
 def plan_workers(device: str, gpus: str | None = None, workers: int | None = None,
@@ -188,7 +189,37 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
             chosen = tuple(d.index for d in status.devices)
             why = None if chosen else status.reason
     n = workers if workers is not None else default_workers(len(chosen), cores, encoder)
-    return WorkerPlan(tuple(devices_for(n, chosen)), why)
+    fewer = None
+    if workers is None and n > len(chosen) > 0:
+        fit, fewer = workers_that_fit(chosen)
+        n = min(n, fit) if fit is not None else n
+    return WorkerPlan(tuple(devices_for(n, chosen)), why, fewer if fewer and n < default_workers(
+        len(chosen), cores, encoder) else None)
+
+
+# GPU memory one worker's pipeline holds: measured 1.25 GiB for 1080p -> 4K on an H200 (srgpu's
+# process 674 MiB, ffmpeg's NVDEC 564 MiB; BENCHMARKS.md issue 43), with headroom
+PIPELINE_BYTES = 3 * 2**29
+
+
+def workers_per_gpu(free_bytes: int) -> int:
+    """Workers a GPU with ``free_bytes`` free holds: one at least (it says so itself if it cannot)."""
+    return max(1, free_bytes // PIPELINE_BYTES)
+
+
+def workers_that_fit(gpus: Sequence[int]) -> tuple[int | None, str | None]:
+    """How many workers the GPUs' free memory holds (PIPELINE_BYTES each, round robin: the GPU with
+    the least free memory decides), and how that reads; (None, None) where NVML cannot say."""
+    from ..engine.gpuinfo import cuda_status, nvml_free_memory
+
+    by_index = {d.index: d for d in cuda_status().devices}
+    free = nvml_free_memory([by_index[i].pci_bus_id or "" for i in gpus if i in by_index])
+    if free is None or len(free) != len(gpus):
+        return None, None
+    least = min(range(len(gpus)), key=lambda k: free[k])
+    per_gpu = workers_per_gpu(free[least])
+    return per_gpu * len(gpus), (f"{per_gpu} per GPU: {free[least] / 2**30:.1f} GiB free on cuda:{gpus[least]}, "
+                                 f"{PIPELINE_BYTES / 2**30:.1f} GiB a worker")
 
 
 # ---------------------------------------------------------------- in this process

@@ -4,7 +4,8 @@ with no GPU, no driver or no CuPy is a normal case. Whether cuda:N exists is dec
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ctypes
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -15,6 +16,7 @@ class CudaDevice:
     total_memory: int
     free_memory: int | None  # None unless cuda_status(free_memory=True) was asked: see there
     multiprocessors: int
+    pci_bus_id: str | None = None  # "0000:3b:00.0": how NVML names the same device (free_memory)
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,11 @@ def require_gpu(device_index: int = 0) -> None:
 
 
 def cuda_status(free_memory: bool = False) -> CudaStatus:
-    """The usable devices. ``free_memory``: also each device's free memory, which needs a CUDA
-    context on every device (about 0.5 GB of GPU memory each, and seconds of start-up): a worker
-    process that asked would hold a context on every GPU of the host, not only its own. Everything
-    else comes from the device properties, which need no context."""
+    """The usable devices, from their properties, which need no CUDA context: a context costs
+    about 0.5 GB of GPU memory and start-up time, and a worker that made one on every GPU of the
+    host to look at them held N of them (BENCHMARKS.md issue 40). ``free_memory``: also each
+    device's free memory, from NVML (no context) where the driver has it, else from CUDA (a context
+    on every device: for ``srgpu info``, a one-off)."""
     try:
         import cupy
     except Exception as e:  # ImportError, or a broken CUDA library underneath
@@ -81,16 +84,21 @@ def cuda_status(free_memory: bool = False) -> CudaStatus:
     for i in range(count):
         try:
             props = runtime.getDeviceProperties(i)
-            free: int | None = None
-            if free_memory:
-                with cupy.cuda.Device(i):
-                    free = int(runtime.memGetInfo()[0])
+            bus = f"{int(props['pciDomainID']):04x}:{int(props['pciBusID']):02x}:{int(props['pciDeviceID']):02x}.0"
             devices.append(CudaDevice(
                 index=i, name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
                 compute_capability=f"{props['major']}.{props['minor']}", total_memory=int(props["totalGlobalMem"]),
-                free_memory=free, multiprocessors=int(props["multiProcessorCount"])))
+                free_memory=None, multiprocessors=int(props["multiProcessorCount"]), pci_bus_id=bus))
         except Exception as e:
             errors.append(f"device {i}: {_one_line(e)}")
+    if free_memory and devices:
+        free = nvml_free_memory([d.pci_bus_id or "" for d in devices])
+        if free is None:
+            free = []
+            for d in devices:
+                with cupy.cuda.Device(d.index):
+                    free.append(int(runtime.memGetInfo()[0]))
+        devices = [replace(d, free_memory=f) for d, f in zip(devices, free)]
     usable, reason = verdict(devices, errors, nvrtc_error)
     return CudaStatus(usable, reason, cupy.__version__, rt, drv, nvrtc)
 
@@ -118,6 +126,33 @@ def _nvrtc() -> tuple[str | None, str | None]:
         return f"{major}.{minor}", None
     except Exception as e:  # the library itself cannot be found or loaded: kernels cannot compile
         return None, _one_line(e)
+
+
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def nvml_free_memory(pci_bus_ids: list[str]) -> list[int] | None:
+    """Free bytes of each device (by PCI bus id, which CUDA and NVML agree on whatever their
+    orders and CUDA_VISIBLE_DEVICES), from the driver's NVML: no CUDA context. None where NVML
+    cannot be loaded or does not know a device."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    if nvml.nvmlInit_v2() != 0:
+        return None
+    try:
+        out = []
+        for bus in pci_bus_ids:
+            handle, memory = ctypes.c_void_p(), _NvmlMemory()
+            if (nvml.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(handle)) != 0
+                    or nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0):
+                return None
+            out.append(int(memory.free))
+        return out
+    finally:
+        nvml.nvmlShutdown()
 
 
 def _version(v: int) -> str:
