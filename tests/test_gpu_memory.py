@@ -44,3 +44,50 @@ def test_nvml_reads_free_memory_without_a_context() -> None:
     # an empty GPU of this size holds NVENC's two sessions per GPU (and more): nothing said
     plan = plan_workers("cuda:0", None, None, encoder="hevc_nvenc")
     assert plan.workers == 2 and plan.fewer is None
+
+
+def test_a_worker_sees_its_own_gpu_alone() -> None:
+    from srgpu.batch.pool import visible_device
+
+    assert visible_device(1, None) == "1" and visible_device(0, "") == "0"
+    assert visible_device(1, "2,3") == "3"  # the parent's cuda:1 is the host's GPU 3
+    assert visible_device(0, "GPU-aa, GPU-bb") == "GPU-aa"
+
+
+@pytest.mark.gpu
+def test_a_worker_on_the_second_gpu_holds_no_memory_on_the_first(tmp_path) -> None:
+    """Each worker holds a CUDA context on its own GPU only (nvidia-smi's compute apps)."""
+    import subprocess
+    import time
+
+    from srgpu.batch.pool import EngineSpec, LocalPool
+    from srgpu.model import random_model
+
+    status = cuda_status()
+    if len(status.devices) < 2:
+        pytest.skip("needs two GPUs")
+    uuids = dict(line.split(", ") for line in subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"], capture_output=True, text=True,
+        check=True).stdout.strip().splitlines())
+    pool = LocalPool(EngineSpec(random_model("9-1-5", seed=3, scale=2), 2), ["cuda:1"])
+    try:
+        pool.start()
+        deadline = time.monotonic() + 120
+        apps: list[list[str]] = []
+        pid = pool.pids()[0]
+        while time.monotonic() < deadline:  # until its engine is made (its context holds memory)
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,gpu_uuid,used_memory",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+            apps = [line.split(", ") for line in out.strip().splitlines() if line.startswith(f"{pid},")]
+            if apps:
+                time.sleep(3.0)  # the engine's start-up done
+                out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,gpu_uuid,used_memory",
+                                      "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+                apps = [line.split(", ") for line in out.strip().splitlines() if line.startswith(f"{pid},")]
+                break
+            time.sleep(0.5)
+        if not apps:
+            pytest.skip("nvidia-smi does not list this pid namespace's processes")
+        assert {uuid for _, uuid, _ in apps} == {uuids["1"]}, apps
+    finally:
+        pool.close(force=True)

@@ -277,7 +277,7 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends us with SIGTERM
     _end_with_parent()
     try:
-        engine = spec.create()
+        engine = _own_gpu(spec).create()
     except BaseException as e:  # noqa: BLE001 - reported, then the worker ends
         send(("broken", None, _one_line(e)))
         return
@@ -317,6 +317,32 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
             engine.close()
         except Exception:  # noqa: BLE001 - ending anyway
             pass
+
+
+def visible_device(index: int, visible: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES for a process that is to see only this process's cuda:``index``
+    (``visible``: this process's own CUDA_VISIBLE_DEVICES, which renumbers the devices)."""
+    if visible is None or not visible.strip():
+        return str(index)
+    ids = [v.strip() for v in visible.split(",")]
+    return ids[index]
+
+
+def _own_gpu(spec: EngineSpec) -> EngineSpec:
+    """A worker on cuda:N sees that GPU alone, as its cuda:0 (its ffmpeg children inherit it, so
+    NVDEC's and NVENC's ``-gpu 0`` name the same one). Seeing every GPU, it held a CUDA context on
+    GPU 0 as well (518 MiB, measured: CUDA 12's cudaSetDevice makes a context, and leaving a
+    ``with Device(N)`` sets device 0 back on each thread), so GPU 0 held every worker's."""
+    kind, _, n = spec.device.partition(":")
+    if kind != "cuda" or not n:
+        return spec
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible_device(int(n), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    from ..engine.gpuinfo import cuda_status
+
+    seen = len(cuda_status().devices)
+    if seen != 1:  # CUDA was started before the variable was set: this process would use the wrong GPU
+        raise EngineError(f"the worker for {spec.device} sees {seen} GPUs, not its own alone")
+    return spec.on("cuda:0")
 
 
 def _end_with_parent() -> None:
