@@ -8,7 +8,7 @@ idle figure:
 - ``engine``: the same process after srgpu's GPU engine is made (kernels built and loaded);
 - ``processor``: after the video pipeline's frame processor for the source's format, with the
   pipeline's slot count, has upscaled ``--frames`` frames (CuPy's pool and the engine's buffers;
-  CuPy's own count of its pool and of its pinned host memory is printed beside);
+  CuPy's own count of its pool is printed beside);
 - ``nvdec``: an ffmpeg process decoding the source on NVDEC (h264_cuvid, as srgpu runs it), peak;
 - ``pipeline``: ``srgpu upscale SRC --gpus G --chunk-seconds 0`` (one pipeline: both processes),
   peak over the run; and ``--workers W`` on the same GPU with ``--chunk-seconds 10`` (peak / W);
@@ -70,8 +70,7 @@ for x in pending:
 cp.cuda.Device(gpu).synchronize()
 pool = cp.get_default_memory_pool()
 stage("processor", cupy_pool_used_mib=round(pool.used_bytes() / 2**20, 1),
-      cupy_pool_total_mib=round(pool.total_bytes() / 2**20, 1),
-      pinned_host_mib=round(cp.get_default_pinned_memory_pool().total_bytes() / 2**20, 1))
+      cupy_pool_total_mib=round(pool.total_bytes() / 2**20, 1))
 """
 
 
