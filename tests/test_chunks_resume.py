@@ -386,3 +386,41 @@ def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -
     with pytest.raises(chunked.VideoError, match="appeared there while srgpu was working"):
         chunked.upscale_chunked(cj, Racing(engine))
     assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []
+
+
+def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path, clip: Path) -> None:
+    """One worker: each chunk after the first is sent once the one before has processed its last
+    frame (the engine is free) and before that one's result comes back (its encoder drained, its
+    file checked and published), and the output is the in-process run's, packet for packet."""
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    reference = tmp_path / "reference.mp4"
+    cj = chunked.plan_chunked(clip, reference, 2, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 6
+    chunked.upscale_chunked(cj, InProcess(spec.create()), encoder_threads=2)
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(clip, dst, 2, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    events: list[tuple[str, int]] = []
+
+    class Recording(LocalPool):
+        def run(self, tasks, on_frames, on_result, on_start=None, on_error=None):  # type: ignore[no-untyped-def]
+            def started(task):  # type: ignore[no-untyped-def]
+                events.append(("start", task.chunk.index))
+                if on_start is not None:
+                    on_start(task)
+
+            def done(result):  # type: ignore[no-untyped-def]
+                events.append(("done", result.index))
+                on_result(result)
+
+            super().run(tasks, on_frames, done, started, on_error)
+
+    with Recording(spec, ["cpu"]) as pool:
+        chunked.upscale_chunked(cj, pool, encoder_threads=2)
+    assert content(dst) == content(reference)
+    starts = [i for kind, i in events if kind == "start"]
+    assert sorted(starts) == sorted(c.index for c in cj.chunks)
+    overlapped = [k for k in range(1, len(starts))
+                  if events.index(("start", starts[k])) < events.index(("done", starts[k - 1]))]
+    assert len(overlapped) == len(starts) - 1, events  # every change of chunk overlapped
+    assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []

@@ -26,7 +26,7 @@ import threading
 from multiprocessing.connection import wait as mp_wait
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..engine import Engine, GPUOptions, create_engine
@@ -260,10 +260,46 @@ class InProcess:
 _PROGRESS_EVERY = 0.2  # seconds between a worker's progress messages
 
 
+class EngineTurn:
+    """A worker's engine, one task at a time. A task that ``overlaps`` (a chunk) takes it before
+    its frames and gives it up once its last frame is processed: the worker says so (``free``),
+    and the parent sends the next task, which starts (its decoder, engine and encoder) while the
+    last one's encoder drains and its file is checked and published; at each chunk change the
+    encoders stood still for about a second (BENCHMARKS.md issue 40, session 23). ``cancel``:
+    set when the worker is ended, stopping the pipelines of tasks running in threads."""
+
+    def __init__(self, lock: threading.Lock, cancel: threading.Event, on_free: Callable[[], None]) -> None:
+        self._lock, self.cancel, self._on_free = lock, cancel, on_free
+        self._held = False
+
+    def acquire(self) -> None:
+        if not self._held:
+            self._lock.acquire()
+            self._held = True
+
+    def release(self) -> None:
+        """Give the engine up, and say so."""
+        if self._held:
+            self._held = False
+            self._lock.release()
+            self._on_free()
+
+    def end(self) -> None:
+        """Give the engine up at the task's end (its result says the rest)."""
+        if self._held:
+            self._held = False
+            self._lock.release()
+
+
 def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
-    """A worker process: make the engine once, then run the tasks its pipe brings, one at a time.
-    Each worker has its own pipe to the parent: a worker killed while writing breaks only its own."""
+    """A worker process: make the engine once, then run the tasks its pipe brings. A task that
+    ``overlaps`` runs in a thread of its own, so that the next can start once it gives the engine
+    up (EngineTurn); any other runs here, alone. Each worker has its own pipe to the parent: a
+    worker killed while writing breaks only its own."""
     lock = threading.Lock()
+    engine_lock = threading.Lock()
+    cancel = threading.Event()
+    running: list[threading.Thread] = []
 
     def send(message: tuple) -> None:
         with lock:
@@ -282,6 +318,46 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
         send(("broken", None, _one_line(e)))
         return
     send(("ready", None, None))
+
+    def run_task(tid: int, task: Any, in_thread: bool) -> None:
+        pending = [0, time.monotonic()]
+        lock_pending = threading.Lock()
+
+        def progress(n: int) -> None:
+            with lock_pending:
+                pending[0] += n
+                now = time.monotonic()
+                if now - pending[1] < _PROGRESS_EVERY:
+                    return
+                n, pending[0], pending[1] = pending[0], 0, now
+            send(("frames", tid, n))
+
+        turn = EngineTurn(engine_lock, cancel, lambda: send(("free", tid, None)))
+        try:
+            if getattr(task, "overlaps", False):
+                result = task.execute(engine, progress, turn)
+            else:
+                turn.acquire()
+                result = task.execute(engine, progress)
+        except KeyboardInterrupt:
+            if not in_thread:
+                raise
+            return  # the worker is being ended (cancel): the parent no longer waits for this task
+        except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+            send(("failed", tid, _one_line(e)))
+            return
+        finally:
+            turn.end()
+        if pending[0]:
+            send(("frames", tid, pending[0]))
+        send(("done", tid, result))
+
+    def in_thread(tid: int, task: Any) -> None:
+        try:
+            run_task(tid, task, True)
+        except (BrokenPipeError, EOFError, OSError):
+            pass  # the parent is gone
+
     try:
         while True:
             try:
@@ -291,28 +367,23 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
             if item is None:
                 break
             tid, task = item
-            pending = [0, time.monotonic()]
-
-            def progress(n: int) -> None:
-                pending[0] += n
-                now = time.monotonic()
-                if now - pending[1] >= _PROGRESS_EVERY:
-                    send(("frames", tid, pending[0]))
-                    pending[0], pending[1] = 0, now
-
-            try:
-                result = task.execute(engine, progress)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-                send(("failed", tid, _one_line(e)))
-                continue
-            if pending[0]:
-                send(("frames", tid, pending[0]))
-            send(("done", tid, result))
+            running[:] = [t for t in running if t.is_alive()]
+            if getattr(task, "overlaps", False):
+                t = threading.Thread(target=in_thread, args=(tid, task), name=f"srgpu-task-{tid}", daemon=True)
+                t.start()
+                running.append(t)
+            else:
+                run_task(tid, task, False)
     except (KeyboardInterrupt, BrokenPipeError, EOFError):
-        pass
+        cancel.set()
     finally:
+        deadline = time.monotonic() + 15.0
+        for t in running:  # a cancelled pipeline ends its children and removes its temporaries
+            while t.is_alive() and time.monotonic() < deadline:
+                try:
+                    t.join(max(0.0, deadline - time.monotonic()))
+                except KeyboardInterrupt:
+                    cancel.set()
         try:
             engine.close()
         except Exception:  # noqa: BLE001 - ending anyway
@@ -375,7 +446,22 @@ class _Worker:
     proc: Any
     conn: Any
     ready: bool = False
-    task: int | None = None  # the task id it runs
+    tasks: list[int] = field(default_factory=list)  # the task ids it runs: two while the older drains
+    freed: set[int] = field(default_factory=set)  # those of its tasks that gave the engine up
+
+    @property
+    def task(self) -> int | None:
+        """The task it started last."""
+        return self.tasks[-1] if self.tasks else None
+
+    def takes_another(self) -> bool:
+        """Whether to send it a task now: it runs none, or one that gave its engine up."""
+        return self.ready and len(self.tasks) < 2 and all(t in self.freed for t in self.tasks)
+
+    def finished(self, tid: int) -> None:
+        if tid in self.tasks:
+            self.tasks.remove(tid)
+        self.freed.discard(tid)
 
 
 class LocalPool:
@@ -445,10 +531,10 @@ class LocalPool:
         last_check = time.monotonic()
         while left:
             for w in self._pool.values():
-                if waiting and w.ready and w.task is None:
+                if waiting and w.takes_another():
                     tid = waiting.pop(0)
                     tries[tid] += 1
-                    w.task = tid
+                    w.tasks.append(tid)
                     if on_start is not None:
                         on_start(tasks[tid - base])
                     try:
@@ -473,16 +559,19 @@ class LocalPool:
                 elif kind == "frames":
                     frames_of[tid] = frames_of.get(tid, 0) + payload
                     on_frames(payload)
+                elif kind == "free":
+                    if tid in w.tasks:
+                        w.freed.add(tid)
                 elif kind == "failed":
                     if on_error is None:
                         raise WorkerError(payload)
-                    w.task = None
+                    w.finished(tid)
                     left -= 1
                     if frames_of.get(tid):  # its frames were not made after all
                         on_frames(-frames_of.pop(tid))
                     on_error(tasks[tid - base], payload)
                 elif kind == "done":
-                    w.task = None
+                    w.finished(tid)
                     left -= 1
                     on_result(payload)
             if time.monotonic() - last_check >= 0.2:
@@ -502,8 +591,7 @@ class LocalPool:
             w.proc.join(1.0)
             del self._pool[w.wid]
             w.conn.close()
-            tid = w.task
-            if tid is not None:
+            for tid in w.tasks:
                 if frames_of.get(tid):
                     on_frames(-frames_of.pop(tid))
                 if tries[tid] > self.retries:

@@ -109,8 +109,12 @@ class ChunkTask:
     def frames(self) -> int:
         return len(self.expected)
 
-    def execute(self, engine: Any, progress: Callable[[int], None] | None = None) -> "ChunkResult":
-        return run_chunk(self, engine, progress)
+    # a worker may start its next task on the engine while this one's encoder drains (srgpu.batch.pool)
+    overlaps = True
+
+    def execute(self, engine: Any, progress: Callable[[int], None] | None = None,
+                turn: Any = None) -> "ChunkResult":
+        return run_chunk(self, engine, progress, turn)
 
 
 @dataclass(frozen=True)
@@ -154,13 +158,16 @@ class ChunkResult:
         return result if len(result.pts) == len(result.durations) else None
 
 
-def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | None = None) -> ChunkResult:
+def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | None = None,
+              turn: Any = None) -> ChunkResult:
     """Decode the chunk's frames, upscale and encode them into the chunk's file, check them, write
     the certificate, then give the file its name. Where seeking does not give exactly the
     chunk's frames (an unusual file), the chunk is decoded again from the start of the file.
     VideoError if it cannot be made; SourceMismatch, before any frame is decoded, where the file
     under the source's path here is not the coordinator's. A chunk already verified on disk (made
-    by a run or a worker before) is returned as it is: a verified chunk is never rewritten."""
+    by a run or a worker before) is returned as it is: a verified chunk is never rewritten.
+    ``turn`` (a pool worker's srgpu.batch.pool.EngineTurn): taken before each attempt uses the
+    engine, given up once its last frame is processed; its ``cancel`` stops the pipeline."""
     found, _ = check_chunk(task)
     if found is not None:  # its frames count now: a pool takes back what a worker that died had counted
         if progress is not None:
@@ -189,8 +196,10 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     attempts += [(None, True)]
     try:
         for k, (nvdec, from_start) in enumerate(attempts):
+            if turn is not None:
+                turn.acquire()
             try:
-                return _make_chunk(task, engine, counted, from_start, nvdec, gpu)
+                return _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn)
             except VideoError:
                 if k == len(attempts) - 1:
                     raise
@@ -256,7 +265,8 @@ class KnownDurations:
 
 
 def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | None], None],
-                from_start: bool, nvdec: str | None = None, gpu: int | None = None) -> ChunkResult:
+                from_start: bool, nvdec: str | None = None, gpu: int | None = None,
+                turn: Any = None) -> ChunkResult:
     job, chunk = task.job, task.chunk
     started = time.perf_counter()
     _choose_plan(task, engine)
@@ -276,7 +286,9 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(plan)
     try:
-        stats = run_pipeline(reader, engine, job.specs, job.layout.max_value, writer, progress, task.frames)
+        stats = run_pipeline(reader, engine, job.specs, job.layout.max_value, writer, progress, task.frames,
+                             engine_free=turn.release if turn is not None else None,
+                             cancel=turn.cancel if turn is not None else None)
         sent = tuple(writer.sent_pts)
         if reader.time_base != task.time_base:
             raise ChunkMismatch(f"{job.src}: chunk {chunk.index} decodes in time base {reader.time_base}, "

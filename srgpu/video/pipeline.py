@@ -80,9 +80,12 @@ class PipelineStats:
 
 def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max_value: int, writer: Writer,
                  progress: Progress | None = None, total: int | None = None, depth: int = 4,
-                 slots: int | None = None) -> PipelineStats:
+                 slots: int | None = None, engine_free: Callable[[], None] | None = None,
+                 cancel: threading.Event | None = None) -> PipelineStats:
     """Decode, upscale and encode every frame; raises the first stage's error (after stopping
-    everything) or KeyboardInterrupt."""
+    everything) or KeyboardInterrupt. ``engine_free`` is called once the last frame is processed
+    (from then on only the encoder works: a chunk worker may start its next chunk on the engine);
+    ``cancel``, when set, stops the pipeline as Ctrl-C would (for a pipeline in a thread)."""
     stop = _Stop()
     decoded, upscaled = _Channel(depth, stop), _Channel(depth, stop)
     started = time.perf_counter()
@@ -134,6 +137,8 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
                 processor.close()
             raise
         processor.close()
+        if engine_free is not None:
+            engine_free()
         upscaled.put(_END)
 
     def write() -> None:
@@ -181,6 +186,9 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
     try:
         while any(t.is_alive() for t in threads):
             if stop.event.wait(0.05):
+                break
+            if cancel is not None and cancel.is_set():
+                stop.fail("interrupt", KeyboardInterrupt())
                 break
     except KeyboardInterrupt as e:
         stop.fail("interrupt", e)
