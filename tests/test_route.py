@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from srgpu.batch.local import ImageOptions
+from srgpu.engine import EngineError
 from srgpu.batch.route import Callbacks, RunResult, UpscaleOptions, make_engine, upscale
 from srgpu.images.files import read_image, write_image_atomic
 from srgpu.model import load_npz
@@ -93,7 +94,13 @@ def test_a_folder_in_process_and_the_workers_note(tmp_path: Path, random_npz: Pa
     heard = Heard()
     one = upscale(UpscaleOptions(folder / "0.png", tmp_path / "one.png", model=str(random_npz), device="cpu",
                                  workers=2), heard)
-    assert one.route == "in-process" and heard.lines[0].startswith("note: --workers, --gpus and --cluster apply")
+    assert one.route == "in-process" and heard.lines[0].startswith("note: --workers and --cluster apply")
+    assert "one image runs in this process" in heard.lines[0]
+    # --gpus with --device cpu: refused, not ignored
+    with pytest.raises(EngineError, match="--device cpu keeps the work on the CPU"):
+        upscale(UpscaleOptions(folder / "0.png", tmp_path / "gpus.png", model=str(random_npz), device="cpu",
+                               gpus="0"), Heard())
+    assert not (tmp_path / "gpus.png").exists()
 
 
 def test_a_folder_on_two_workers(tmp_path: Path, random_npz: Path) -> None:
@@ -142,3 +149,20 @@ def test_errors_are_raised(tmp_path: Path, random_npz: Path) -> None:
 
     with pytest.raises(BatchError):
         upscale(UpscaleOptions(tmp_path / "missing.png", tmp_path / "out.png", model=str(random_npz), device="cpu"))
+
+
+@pytest.mark.gpu
+def test_one_pipeline_runs_on_the_gpu_gpus_names(tmp_path: Path, random_npz: Path) -> None:
+    """A single pipeline (one image here) runs on the GPU --gpus names, not on cuda:0."""
+    from srgpu.engine.gpuinfo import cuda_status
+
+    status = cuda_status()
+    if len(status.devices) < 2:
+        pytest.skip("needs two GPUs")
+    write_image_atomic(tmp_path / "a.png", random_image((40, 50, 3), seed=1))
+    heard = Heard()
+    result = upscale(UpscaleOptions(tmp_path / "a.png", tmp_path / "b.png", model=str(random_npz), gpus="1,0"),
+                     heard)
+    assert result.exit_code == 0 and result.route == "in-process"
+    assert any("on cuda:1, the first GPU of --gpus 1,0" in line for line in heard.lines), heard.lines
+    assert len(heard.engines) == 1 and "cuda:1" in heard.engines[0], heard.engines

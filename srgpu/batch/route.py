@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..engine import Engine, GPUOptions, create_engine
+from ..engine import Engine, EngineError, GPUOptions, create_engine
 from ..model import DEFAULT_ARCH, SRCNNModel, resolve_model
 from ..video.options import VideoOptions
 from .local import ImageOptions, run_batch
@@ -215,14 +215,17 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
         chunked = _upscale_in_chunks(plan, srcnn, o, cluster, cb)
         if chunked is not None:
             return chunked
+        device = _one_pipeline_device(o, cb.say)
     elif not plan.single:
         on_workers = _upscale_folder_on_workers(plan, srcnn, o, cluster, cb)
         if isinstance(on_workers, BatchResult):
             return RunResult(plan, "workers", batch=on_workers)
         device = on_workers
-    elif cluster or o.gpus or o.workers:
-        cb.say("note: --workers, --gpus and --cluster apply to a long video (cut into chunks) and to folders; "
-               "one image runs in this process")
+    else:
+        if cluster or o.workers:
+            cb.say("note: --workers and --cluster apply to a long video (cut into chunks) and to folders; "
+                   f"one {plan.jobs[0].kind} runs in this process")
+        device = _one_pipeline_device(o, cb.say)
     with make_engine(device, srcnn, o.scale, o.precision, cb.say) as engine:
         cb.engine(engine, describe_engine(engine))
         progress = cb.batch_progress(plan)
@@ -232,6 +235,21 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
         finally:
             progress.close()
     return RunResult(plan, "in-process", batch=result)
+
+
+def _one_pipeline_device(o: UpscaleOptions, say: Say) -> str:
+    """The device of a run in this process: the GPU ``--gpus`` names (the first, said, where it
+    names several), else ``--device``. EngineError for a GPU that does not exist."""
+    if o.gpus is None:
+        return o.device
+    from .pool import parse_gpus
+
+    if o.device == "cpu":
+        raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
+    gpus = parse_gpus(o.gpus) or ()
+    if len(gpus) > 1:
+        say(f"note: one pipeline runs in this process: on cuda:{gpus[0]}, the first GPU of --gpus {o.gpus}")
+    return f"cuda:{gpus[0]}"
 
 
 def _absolute(path: Path) -> Path:
