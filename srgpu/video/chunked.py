@@ -47,14 +47,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .. import outputs
-from ..manifest import Settings, read_json, write_json
+from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_values, settings_fingerprint, write_json
 from ..engine.plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, mkv, nvenc, verify
-from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option
+from .api import (VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option,
+                  video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
-from .options import VideoOptions
+from .options import EncodeOptions, VideoOptions
 from .pipeline import run_pipeline
 from .reader import Reader
 from .writer import MUXER_OPTIONS, OutputStream, Writer, pipe_origin
@@ -431,16 +432,15 @@ def chunk_path(work: Path, index: int) -> Path:
 
 
 def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, Any]) -> Settings:
-    """What decides the upscaled video's content besides the source: the model (``identity``:
-    scale, architecture, weights' hash), the encoder's settings as decided for this job, and how
-    it is deinterlaced where it is (absent where it is not, as before srgpu could: the work
-    folders of those runs still resume)."""
+    """What decides the upscaled video's content besides the source (srgpu.manifest.settings_fingerprint):
+    the model (``identity``: srgpu.manifest.model_identity), the encoder's settings as decided for
+    this job (the job is planned before its record is written), and how it is deinterlaced where
+    it is (absent where it is not, as before srgpu could: the work folders of those runs still resume)."""
     enc = options.encode
-    values = {**identity, "codec": job.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": job.pix_fmt,
-              "encoder_args": list(enc.extra_args), "video_stream": job.stream.index}
-    if job.deinterlace is not None:  # the filter itself: auto and frame differ on a mixed stream (deint=)
-        values["deinterlace"] = job.reader_args.get("vf_pre")
-    return Settings.of(values, label=str(identity.get("label", "")))
+    # the filter itself where it is deinterlaced: auto and frame differ on a mixed stream (deint=)
+    deinterlaced = job.reader_args.get("vf_pre") if job.deinterlace is not None else None
+    return settings_fingerprint(identity, VideoSettings(job.codec, enc.crf, enc.preset, job.pix_fmt,
+                                                        tuple(enc.extra_args), job.stream.index, deinterlaced))
 
 
 def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
@@ -488,8 +488,9 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     work = work_folder(job.dst)
     existing = read_json(work / "job.json", JOB_FORMAT, VERSION) if work.is_dir() else None
     planned = None
+    settings_key = settings.key  # what the job's key is made of (an earlier srgpu's key for its own record)
     if existing is not None:
-        why = _why_not_resumable(existing, fingerprint, settings)
+        why, settings_key = _why_not_resumable(existing, fingerprint, settings, job.dst)
         if why is None:
             try:
                 planned = tuple(Chunk.from_json(c) for c in existing["chunks"])
@@ -499,11 +500,12 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
                 planned, why = None, "its chunk list does not fit the source"
         if why is not None:
             notes.append(f"the interrupted run's chunks were not kept: {why}; starting over")
+            settings_key = settings.key
     if planned is None:
         planned = chunking.plan(scan, workers, chunk_seconds)
         if len(planned) < 2:
             return "too short to cut into chunks (one chunk)"
-    key = Settings.of({"settings": settings.key, "source": fingerprint, "time_base": str(scan.time_base),
+    key = Settings.of({"settings": settings_key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
     return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
 
@@ -587,26 +589,33 @@ def _covers(planned: Sequence[Chunk], scan: SourceScan) -> bool:
     return all(a.last == b.first for a, b in zip(planned, planned[1:]))
 
 
-def _why_not_resumable(existing: dict, fingerprint: dict, settings: Settings) -> str | None:
+def _why_not_resumable(existing: dict, fingerprint: dict, settings: Settings,
+                       dst: Path) -> tuple[str | None, str]:
+    """Why an interrupted run's work folder is not this job's (None where it is), and the settings'
+    key its job key was made with: this run's, or an earlier srgpu's for the same settings in its
+    form (srgpu.manifest.recorded_values), whose chunks are then kept."""
     source = existing.get("source")
     if not isinstance(source, dict):
-        return "its record is damaged"
+        return "its record is damaged", settings.key
     if source.get("path") != fingerprint["path"]:
-        return f"it was made from {source.get('path')}"
+        return f"it was made from {source.get('path')}", settings.key
     if source != fingerprint:
         changed = [k for k in ("size", "mtime_ns", "digest") if source.get(k) != fingerprint[k]]
-        return f"the source changed since ({', '.join(changed)})"
+        return f"the source changed since ({', '.join(changed)})", settings.key
     old = existing.get("settings")
-    if not isinstance(old, dict) or old.get("key") != settings.key:
-        return "they were made " + _settings_difference(old, settings)
-    return None
+    if isinstance(old, dict) and old.get("key") == settings.key:
+        return None, settings.key
+    values = recorded_values(old, lambda: video_codec(dst, EncodeOptions()))  # a codec None: the container's default
+    if values is not None and values == json_form(settings) \
+            and isinstance(old, dict) and isinstance(old.get("key"), str):
+        return None, old["key"]
+    return "they were made " + _settings_difference(values, settings), settings.key
 
 
-def _settings_difference(old: Any, new: Settings) -> str:
-    values = old.get("values") if isinstance(old, dict) else None
+def _settings_difference(values: dict | None, new: Settings) -> str:
     if not isinstance(values, dict):
         return "with settings srgpu has no record of"
-    now = dict(new.values)
+    now = json_form(new)
     changed = [f"{k} {values.get(k)!r} (now {now.get(k)!r})" for k in sorted(set(values) | set(now))
                if values.get(k) != now.get(k)]
     return "with " + ", ".join(changed) if changed else "with other settings"
