@@ -50,7 +50,7 @@ from .. import outputs
 from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_values, settings_fingerprint, write_json
 from ..engine.plans import output_bits
 from . import chunks as chunking
-from . import discont, ffmpeg, mkv, nvenc, verify
+from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
 from .api import (VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option,
                   video_codec)
 from .chunks import Chunk, SourceScan
@@ -447,7 +447,26 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
                  options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
                  chunk_seconds: float | None = None, gpu: int | None = None,
                  when_long: Callable[[], None] | None = None) -> ChunkedJob | str:
-    """Plan a chunked upscale of ``src`` into ``dst``, or say (a str) why the video keeps the
+    """plan_chunked_or_single, with only the reason where the video keeps the single pipeline."""
+    planned = plan_chunked_or_single(src, dst, scale, identity, options, overwrite, workers, chunk_seconds, gpu,
+                                     when_long)
+    return planned.reason if isinstance(planned, SinglePipeline) else planned
+
+
+@dataclass(frozen=True)
+class SinglePipeline:
+    """A video that keeps the single pipeline: why, and its job as planned here (decoded on the CPU;
+    srgpu.video.api.for_engine makes it the pipeline's, so that a run plans its video once)."""
+
+    reason: str
+    job: VideoJob
+
+
+def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
+                           options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
+                           chunk_seconds: float | None = None, gpu: int | None = None,
+                           when_long: Callable[[], None] | None = None) -> ChunkedJob | SinglePipeline:
+    """Plan a chunked upscale of ``src`` into ``dst``, or say (SinglePipeline) why the video keeps the
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
     that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
     work folder of an interrupted run with the same source and settings exists, its chunk list is
@@ -462,24 +481,27 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     # absolute: a task names files, and a worker (a Dask worker) opens them from its own directory
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))
     _forget_finished(dst)
-    # decoded on the CPU here (NVDEC is decided below, per chunk); ``gpu``: NVENC's trial runs there
+    hwdec = hwdecode.decide(options.hwdec, options.strict, gpu)  # the workers' engines are on ``gpu``
+    # planned for the CPU decoder (NVDEC is decided below, per chunk; a short video's single pipeline
+    # decides its own from this job: srgpu.video.api.for_engine); ``gpu``: NVENC's trial runs there
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=gpu)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
-        return "a short video keeps the single pipeline"
+        return SinglePipeline("a short video keeps the single pipeline", job)
     if job.deinterlace is not None:
         # bwdif looks at the frames before and after each one: a chunk's first frame (and its last)
         # would not be the single pipeline's; field mode also makes two frames of each packet
-        return (f"not cut into chunks: it is deinterlaced ({job.deinterlace} mode), and bwdif needs the frame "
-                "before a chunk's first")
+        return SinglePipeline(f"not cut into chunks: it is deinterlaced ({job.deinterlace} mode), and bwdif needs "
+                              "the frame before a chunk's first", job)
     if when_long is not None:
         when_long()
     if discont.find(job.src, job.info) is not None:
-        return "not cut into chunks: its timestamps jump (the single pipeline makes them continuous)"
+        return SinglePipeline("not cut into chunks: its timestamps jump (the single pipeline makes them continuous)",
+                              job)
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
-        return f"not cut into chunks: {scan}"
-    nvdec = _nvdec(job, options, gpu, notes)
+        return SinglePipeline(f"not cut into chunks: {scan}", job)
+    nvdec = _nvdec(job, hwdec, gpu, notes)
     settings = video_settings(job, options, identity)
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -504,20 +526,19 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     if planned is None:
         planned = chunking.plan(scan, workers, chunk_seconds)
         if len(planned) < 2:
-            return "too short to cut into chunks (one chunk)"
+            return SinglePipeline("too short to cut into chunks (one chunk)", job)
     key = Settings.of({"settings": settings_key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
     return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
 
 
-def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[str]) -> str | None:
-    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked for)."""
-    from . import hwdecode
-
-    if options.hwdec == "no" or options.strict:
+def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str | None:
+    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked
+    for). ``hwdec``: the mode as srgpu.video.hwdecode.decide made it for the workers' engines."""
+    if hwdec == "no":
         return None
     if gpu is None:
-        if options.hwdec == "nvdec":
+        if hwdec == "nvdec":
             notes.append("chunks are decoded on the CPU: NVDEC serves GPU engines of this machine only")
         return None
     args = job.reader_args
@@ -535,7 +556,7 @@ def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[st
         if same:
             return choice
         why = what or "the source's first frames do not decode cleanly"
-    if options.hwdec == "nvdec":
+    if hwdec == "nvdec":
         notes.append(f"chunks are decoded on the CPU: {why}")
     return None
 
