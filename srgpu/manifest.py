@@ -26,9 +26,12 @@ import os
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from . import outputs
+
+if TYPE_CHECKING:
+    from .model import SRCNNModel
 
 MANIFEST_NAME = ".srgpu-manifest.json"
 JOURNAL_NAME = ".srgpu-manifest.journal"
@@ -78,6 +81,76 @@ class Settings:
 
     def as_json(self) -> dict[str, Any]:
         return {"values": dict(self.values), "label": self.label}
+
+
+# Raise when srgpu's image processing changes what the same source, model and scale give, so that
+# a resumed run redoes the outputs (and chunks) made before. Device and precision are not part of
+# a run's settings: every engine meets the accuracy bar (within one level of fp32 at the output's
+# depth), and a resume should not redo work because it runs on another machine.
+IMAGE_PIPELINE = 1
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """A video's encoder settings as resolved for its output: ``codec`` is the encoder it gets (the
+    one named, else its container's default: srgpu.video.api.video_codec), never None for a codec
+    left to srgpu. The choices made from the source (``pix_fmt``, ``video_stream``,
+    ``deinterlace``) are resolved where the source was read before the record is decided (a chunked
+    job: the job's own), else they are the options that decide them (a folder decides before it
+    reads any source): with the source's fingerprint beside them they decide the same thing, and
+    each store (a folder's manifest, a work folder's job.json) is compared only with itself."""
+
+    codec: str | None
+    crf: int | None = None
+    preset: str | None = None
+    pix_fmt: str | None = None
+    encoder_args: tuple[str, ...] = ()
+    video_stream: int | None = None
+    deinterlace: str | None = None  # absent from the record where None (records made before it existed resume)
+
+
+def model_identity(model: "SRCNNModel", scale: int) -> dict[str, Any]:
+    """What of the model decides an output: the scale, its architecture and a hash of its weights;
+    ``label`` names it in messages only (settings_fingerprint keeps it out of the key)."""
+    return {"scale": scale, "arch": model.arch, "weights": weights_hash(model.arrays()), "label": model.name}
+
+
+def settings_fingerprint(identity: Mapping[str, Any], video: VideoSettings | None = None) -> Settings:
+    """The one fingerprint of what, besides its source, decides an output: the model (``identity``,
+    model_identity's; a test may give fewer keys), srgpu's image pipeline, and for a video its
+    encoder settings. Used by a folder's images and videos (srgpu.batch.resume) and a video's chunks
+    (srgpu.video.chunked)."""
+    values = {k: v for k, v in identity.items() if k != "label"}
+    values.setdefault("pipeline", IMAGE_PIPELINE)
+    if video is not None:
+        values.update(codec=video.codec, crf=video.crf, preset=video.preset, pix_fmt=video.pix_fmt,
+                      encoder_args=list(video.encoder_args), video_stream=video.video_stream)
+        if video.deinterlace is not None:
+            values["deinterlace"] = video.deinterlace
+    return Settings.of(values, label=str(identity.get("label", "")))
+
+
+def recorded_values(record: Any, default_codec: Callable[[], str | None]) -> dict[str, Any] | None:
+    """The values of a record's settings (``{"values": {...}, ...}`` as Settings.as_json wrote it,
+    by this srgpu or an earlier one) in settings_fingerprint's form, as they read back from JSON;
+    None for a record srgpu cannot read. Earlier srgpus wrote two other forms, read here as what
+    they mean: a chunk job's record named the model (``label``, now only for messages) and no
+    pipeline (it was IMAGE_PIPELINE 1, the only one ever released before this); a folder's video
+    record held the user's codec, None where srgpu chose the container's default, which
+    ``default_codec()`` resolves for the output's name as it does today (None: cannot be)."""
+    values = record.get("values") if isinstance(record, dict) else None
+    if not isinstance(values, dict):
+        return None
+    values = {k: v for k, v in values.items() if k != "label"}
+    values.setdefault("pipeline", 1)
+    if "codec" in values and values["codec"] is None:
+        values["codec"] = default_codec()
+    return values
+
+
+def json_form(settings: Settings) -> dict[str, Any]:
+    """``settings``' values as they read back from a record (lists for tuples)."""
+    return json.loads(json.dumps(dict(settings.values)))
 
 
 def weights_hash(arrays: Mapping[str, Any]) -> str:

@@ -16,7 +16,8 @@ import pytest
 from test_video import decode, ff, frame_times
 from typer.testing import CliRunner
 
-from srgpu.batch.resume import _image_settings, _video_settings
+from srgpu.batch.resume import folder_video_settings
+from srgpu.manifest import model_identity, settings_fingerprint
 from srgpu.cli import app
 from srgpu.engine.cpu import CPUEngine
 from srgpu.model import random_model
@@ -302,10 +303,14 @@ def test_folder_resume_redoes_an_output_made_with_another_deinterlace(tmp_path: 
     """A folder run's manifest records the deinterlace mode (not the default, auto: a folder made
     before --deinterlace existed still resumes): rerun with another mode, the video is redone, and
     the new output has one frame per field; rerun with the same, it is skipped."""
-    image = _image_settings(random_model("9-1-5", seed=1), 2)
-    keys = {m: _video_settings(image, VideoOptions(deinterlace=m)).key for m in ("auto", "no", "frame", "field")}  # type: ignore[arg-type]
+    image = model_identity(random_model("9-1-5", seed=1), 2)
+
+    def _video_settings(image: dict, video: VideoOptions) -> object:
+        return settings_fingerprint(image, folder_video_settings(video, "libx264"))
+
+    keys = {m: _video_settings(image, VideoOptions(deinterlace=m)).key for m in ("auto", "no", "frame", "field")}  # type: ignore[arg-type,attr-defined]
     assert len(set(keys.values())) == 4
-    assert "deinterlace" not in dict(_video_settings(image, VideoOptions()).values)
+    assert "deinterlace" not in dict(_video_settings(image, VideoOptions()).values)  # type: ignore[attr-defined]
 
     folder, out = tmp_path / "in", tmp_path / "out"
     folder.mkdir()

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from ..engine.base import Engine
 from ..cpus import cpu_cores
 from ..images.files import PNG_LEVELS, ChannelOrder, ImageData, read_image_data, write_image_atomic
@@ -26,6 +27,9 @@ from .plan import BatchError, BatchResult, FileCallback, FramesCallback, Job, Ou
 from ..images.upscale import DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format
 from .resume import Go, Looked, Resume
 from .tasks import OutputFolders, _failure, _video_job, naming, prepare_job
+
+if TYPE_CHECKING:
+    from ..video.api import VideoJob
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,7 @@ class _Writers:
 def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None,
-              images: ImageOptions = ImageOptions()) -> BatchResult:
+              images: ImageOptions = ImageOptions(), video_plan: "VideoJob | None" = None) -> BatchResult:
     """Process every job of ``plan``, by the engine's scale; videos as ``video`` says
     (srgpu.video.options.VideoOptions), image files as ``images`` says (ImageOptions). Per-file
     errors (unreadable, corrupt, unsupported files; a failing video) become 'failed' outcomes and
@@ -258,7 +262,9 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
 
     A folder run keeps a manifest in the output folder (srgpu.manifest) and resumes from it: see
     ``Resume`` for what becomes of outputs that exist. No output ever replaces a file that
-    appeared at its name during the run, unless ``plan.overwrite``."""
+    appeared at its name during the run, unless ``plan.overwrite``. ``video_plan``: a single
+    video's job as the caller planned it already (srgpu.video.chunked.SinglePipeline), planned
+    again only where it does not fit ``engine``."""
     started = time.perf_counter()
     reported: list[Outcome] = []
     outcomes: InOrder[Outcome] = InOrder()
@@ -358,7 +364,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
                 finish_in_flight()
                 writers.drain()
                 report()
-                outcome = _video_job(entry.job, entry.go, engine, video, on_frames, resume)
+                outcome = _video_job(entry.job, entry.go, engine, video, on_frames, resume, video_plan)
                 outcomes.put(entry.index, replace(outcome, seconds=time.perf_counter() - entry.started))
             writers.raise_error()
         finish_in_flight()

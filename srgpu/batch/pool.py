@@ -33,7 +33,7 @@ from ..engine import Engine, GPUOptions, create_engine
 from ..cpus import cpu_cores
 from ..errors import EngineError
 from ..model import SRCNNModel
-from ..manifest import weights_hash
+from ..manifest import model_identity
 from ..video import nvenc
 
 
@@ -58,10 +58,9 @@ class EngineSpec:
         return EngineSpec(self.model, self.scale, device, self.precision)
 
     def identity(self) -> dict[str, Any]:
-        """What of the engine decides its output (the device and precision do not: every engine stays
-        within one 8-bit level of the exact result)."""
-        return {"scale": self.scale, "arch": self.model.arch, "weights": weights_hash(self.model.arrays()),
-                "label": self.model.name}
+        """What of the engine decides its output (srgpu.manifest.model_identity; the device and
+        precision do not: every engine stays within one 8-bit level of the exact result)."""
+        return model_identity(self.model, self.scale)
 
 
 def parse_gpus(text: str | None) -> tuple[int, ...] | None:

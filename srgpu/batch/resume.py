@@ -2,22 +2,17 @@
 (srgpu.manifest) and the settings of this run."""
 
 from __future__ import annotations
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
-from ..manifest import Fingerprint, Manifest, Record, Settings, weights_hash
+from ..manifest import (Fingerprint, Manifest, Record, Settings, VideoSettings, json_form, model_identity,
+                        recorded_values, settings_fingerprint)
 from ..model import SRCNNModel
 from ..video.options import VideoOptions
-from .plan import Job, Outcome, Plan, _inside
+from .plan import Job, Outcome, Plan, _inside, video_api
 
 
-# Raise when srgpu's image processing changes what the same source, model and scale give, so that
-# a resumed folder run redoes the outputs made before. Device and precision are not part of a
-# run's settings: every engine meets the accuracy bar (within one level of fp32 at the output's
-# depth), and a resume should not redo a folder because it runs on another machine.
-IMAGE_PIPELINE = 1
 _VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream", "deinterlace")
 
 
@@ -35,26 +30,35 @@ class Go:
         return (f"redone: {self.redo}",) if self.redo else ()
 
 
-def _image_settings(model: SRCNNModel, scale: int) -> Settings:
-    return Settings.of({"scale": scale, "arch": model.arch, "weights": weights_hash(model.arrays()),
-                        "pipeline": IMAGE_PIPELINE}, label=model.name)
-
-
-def _video_settings(image: Settings, video: VideoOptions) -> Settings:
+def folder_video_settings(video: VideoOptions, codec: str | None) -> VideoSettings:
+    """A folder video's settings for its fingerprint (srgpu.manifest.settings_fingerprint): the
+    codec resolved for its output (``codec``), the rest as the options say (the folder decides
+    before it reads the source; the source's fingerprint is beside them in its record)."""
     enc = video.encode
-    encoder = {"codec": enc.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": enc.pix_fmt,
-               "encoder_args": list(enc.extra_args), "video_stream": video.video_stream}
-    if video.deinterlace != "auto":  # absent for the default: a folder made before --deinterlace still resumes
-        encoder["deinterlace"] = video.deinterlace
-    return Settings.of({**dict(image.values), **encoder}, label=image.label)
+    # deinterlace absent for the default: a folder made before --deinterlace still resumes
+    return VideoSettings(codec, enc.crf, enc.preset, enc.pix_fmt, tuple(enc.extra_args), video.video_stream,
+                         video.deinterlace if video.deinterlace != "auto" else None)
 
 
-def _differences(old: dict, new: Settings) -> str:
-    """How the settings an output was made with differ from this run's, in words."""
-    values = old.get("values")
+def output_codec(dst: Path, video: VideoOptions) -> str | None:
+    """The encoder a video written to ``dst`` gets (srgpu.video.api.video_codec); None where that
+    cannot be decided (no video support, no such container or encoder: the video fails alone when
+    it runs, with its own error)."""
+    api = video_api()
+    if api is None:
+        return video.encode.codec
+    try:
+        return api.video_codec(dst, video.encode)
+    except api.VideoError:
+        return None
+
+
+def _differences(old: dict, values: dict | None, new: Settings) -> str:
+    """How the settings an output was made with (``old`` as recorded, ``values`` in today's form:
+    srgpu.manifest.recorded_values) differ from this run's, in words."""
     if not isinstance(values, dict):
         return "with settings srgpu has no record of"
-    now = json.loads(json.dumps(dict(new.values)))  # as they would read back from the manifest
+    now = json_form(new)  # as they would read back from the manifest
     changed = [k for k in sorted(set(values) | set(now)) if values.get(k) != now.get(k)]
     words = []
     if "scale" in changed:
@@ -123,8 +127,10 @@ class Resume:
     def __init__(self, plan: Plan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
-        self.image = _image_settings(model, scale)
-        self.video = _video_settings(self.image, video)
+        self.identity = model_identity(model, scale)
+        self.image = settings_fingerprint(self.identity)
+        self.video_options = video
+        self._videos: dict[str, Settings] = {}  # by output extension: the codec follows the container
         self.inputs = _file_ids(job.src for job in plan.jobs)
 
     def decide(self, job: Job, looked: Looked | None = None) -> Outcome | Go:
@@ -169,12 +175,26 @@ class Resume:
         if record.fingerprint != source:
             return "the source changed since the output was made"
         settings = self._settings(job)
-        if record.settings != settings.key:
-            return "the output was made " + _differences(self.manifest.settings.get(record.settings, {}), settings)
-        return ""
+        if record.settings == settings.key:
+            return ""
+        # another key: a record of an earlier srgpu's form that means these same settings resumes
+        old = self.manifest.settings.get(record.settings, {})
+        # (a codec None there was the container's default: what the output's name gives with none named)
+        values = recorded_values(old, lambda: output_codec(job.dst, VideoOptions()))
+        if values == json_form(settings):
+            return ""
+        return "the output was made " + _differences(old, values, settings)
 
     def _settings(self, job: Job) -> Settings:
-        return self.video if job.kind == "video" else self.image
+        if job.kind != "video":
+            return self.image
+        suffix = job.dst.suffix.lower()
+        settings = self._videos.get(suffix)
+        if settings is None:  # once per extension, and only for a folder that holds videos
+            codec = output_codec(job.dst, self.video_options)
+            settings = settings_fingerprint(self.identity, folder_video_settings(self.video_options, codec))
+            self._videos[suffix] = settings
+        return settings
 
     @staticmethod
     def _rel(path: Path, root: Path) -> str | None:

@@ -32,7 +32,7 @@ from .plan import BatchResult, Job, Plan, plan_batch
 
 if TYPE_CHECKING:
     from ..batch.tasks import Outcome
-    from ..video.api import VideoResult
+    from ..video.api import VideoJob, VideoResult
 
 Say = Callable[[str], None]
 
@@ -211,10 +211,12 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
     srcnn = resolve_model(o.model, o.scale)
     cb.model(srcnn)
     device = o.device
+    video_plan = None  # a single video's job, planned once (where it keeps the single pipeline)
     if plan.single and plan.jobs[0].kind == "video" and o.chunk_seconds != 0:
         chunked = _upscale_in_chunks(plan, srcnn, o, cluster, cb)
-        if chunked is not None:
+        if isinstance(chunked, RunResult):
             return chunked
+        video_plan = chunked
         device = _one_pipeline_device(o, cb.say)
     elif not plan.single:
         on_workers = _upscale_folder_on_workers(plan, srcnn, o, cluster, cb)
@@ -231,7 +233,8 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
         progress = cb.batch_progress(plan)
         try:
             result = run_batch(plan, engine, o.video, on_start=progress.start, on_done=progress.done,
-                               on_frames=progress.frames_done, on_rows=progress.rows_done, images=o.images)
+                               on_frames=progress.frames_done, on_rows=progress.rows_done, images=o.images,
+                               video_plan=video_plan)
         finally:
             progress.close()
     return RunResult(plan, "in-process", batch=result)
@@ -268,9 +271,10 @@ def _forget_finished_chunks(output: Path, say: Say) -> None:
 
 
 def _upscale_in_chunks(plan: Plan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
-                       cb: Callbacks) -> RunResult | None:
-    """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; None
-    where it keeps the single pipeline (a short video: said only when chunks were asked for)."""
+                       cb: Callbacks) -> "RunResult | VideoJob":
+    """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; else
+    its job as planned there, for the single pipeline (a short video: said only when chunks were
+    asked for)."""
     from ..video import chunked
     from ..video.api import threads_option
     from .pool import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
@@ -290,21 +294,21 @@ def _upscale_in_chunks(plan: Plan, srcnn: SRCNNModel, o: UpscaleOptions, cluster
     gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
     pool = LocalPool(spec, wplan.devices) if not cluster and count > 1 else None
     try:  # the workers start once the video is known to be long, and come up while it is scanned
-        cj = chunked.plan_chunked(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
-                                  workers=count, chunk_seconds=o.chunk_seconds, gpu=gpu,
-                                  when_long=pool.start if pool is not None else None)
+        cj = chunked.plan_chunked_or_single(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
+                                            workers=count, chunk_seconds=o.chunk_seconds, gpu=gpu,
+                                            when_long=pool.start if pool is not None else None)
     except BaseException:
         if pool is not None:
             pool.close(force=True)
         raise
-    if isinstance(cj, str):
+    if isinstance(cj, chunked.SinglePipeline):
         if pool is not None:
             pool.close(force=True)
         if cluster or o.chunk_seconds or (o.workers or 1) > 1:
-            cb.say(f"note: {job.src}: one pipeline: {cj}")
+            cb.say(f"note: {job.src}: one pipeline: {cj.reason}")
         if cluster:
             runner_cm.__exit__(None, None, None)
-        return None
+        return cj.job
     started = time.monotonic()
     runner: Any
     if cluster:

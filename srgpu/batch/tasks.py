@@ -35,6 +35,7 @@ from .resume import Go, Looked, Resume
 
 if TYPE_CHECKING:
     from ..engine.imageproc import ImageProcessor
+    from ..video.api import VideoJob
 
 Progress = Callable[[int], None]
 
@@ -187,10 +188,10 @@ def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | N
 
 
 def _video_job(job: Job, go: Go, engine: Engine, video: VideoOptions,
-               on_frames: FramesCallback | None, resume: Resume | None) -> Outcome:
+               on_frames: FramesCallback | None, resume: Resume | None, planned: VideoJob | None = None) -> Outcome:
     if resume:
         resume.begin(job)
-    outcome = run_video(job, go.replace, engine, video, on_frames)
+    outcome = run_video(job, go.replace, engine, video, on_frames, planned)
     if resume and outcome.status == "done":
         try:
             resume.finish(job, go, job.dst.stat().st_size)
@@ -204,12 +205,14 @@ def _video_job(job: Job, go: Go, engine: Engine, video: VideoOptions,
 
 
 def run_video(job: Job, overwrite: bool, engine: Engine, video: VideoOptions,
-               on_frames: FramesCallback | None) -> Outcome:
+              on_frames: FramesCallback | None, planned: VideoJob | None = None) -> Outcome:
+    """``planned``: the video's job as the caller planned it already (srgpu.video.api.upscale_video)."""
     api = video_api()
     if api is None:
         return Outcome(job, "failed", f"{job.src}: video support is not available in this installation")
     try:
-        result = api.upscale_video(job.src, job.dst, engine, video, overwrite=overwrite, progress=on_frames)
+        result = api.upscale_video(job.src, job.dst, engine, video, overwrite=overwrite, progress=on_frames,
+                                   planned=planned)
     except api.VideoError as e:
         return Outcome(job, "failed", naming(job.src, str(e)))
     except OutputExistsError as e:  # srgpu.video publishes with outputs.publish: the file that appeared is kept

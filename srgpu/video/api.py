@@ -25,6 +25,7 @@ from .errors import VideoError
 from .formats import LAYOUTS, PixelLayout, choose_encoder_format, source_format
 from .hdr import HDR_TRANSFERS, first_frame_hdr
 from .handover import HandoverReader, TakeoverMismatch
+from . import hwdecode
 from .hwdecode import choose_decoder
 from .options import EncodeOptions, VideoOptions
 from .pipeline import run_pipeline
@@ -101,6 +102,8 @@ class VideoJob:
     # over from the software decoder once it has given the same frames (srgpu.video.handover)
     deinterlace: str | None = None  # "frame" or "field" where bwdif deinterlaces the source in the
     # decoder (srgpu.video.deinterlace), None where it is not
+    gpu: int | None = None  # the CUDA device of the engine it was planned for (NVENC's and NVDEC's)
+    hwdec: str = "no"  # the hwdec mode that applies (srgpu.video.hwdecode.decide, then the source's needs)
 
 
 def open_reader(job: VideoJob) -> Reader | HandoverReader:
@@ -127,20 +130,27 @@ def decoded_by(job: VideoJob, reader: Reader | HandoverReader) -> str:
 
 def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine,
                   options: VideoOptions = VideoOptions(), overwrite: bool = False,
-                  progress: Callable[[int, int | None], None] | None = None) -> VideoResult:
+                  progress: Callable[[int, int | None], None] | None = None,
+                  planned: VideoJob | None = None) -> VideoResult:
     """Upscale ``src`` into ``dst`` by the engine's scale (written under a temporary name in dst's
     folder and renamed when complete), as ``options`` say (VideoOptions: the encoder's settings,
     the stream, NVDEC, strictness; with "auto" NVDEC takes over from the software decoder where it
     can, srgpu.video.handover). ``progress(frames_done_increment, total_or_None)`` is called from a
     worker thread after each frame is handed to the encoder. Raises VideoError (one line) for bad
-    input or any failing stage; KeyboardInterrupt passes through after cleaning up."""
+    input or any failing stage; KeyboardInterrupt passes through after cleaning up. ``planned``:
+    this video's job as the caller planned it already (srgpu.video.chunked.SinglePipeline's), so
+    that it is probed and planned once (for_engine; planned again where it does not fit ``engine``)."""
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     outputs.remove_stale_temps(dst)  # what a killed srgpu left for this output
-    jumps = discont.find(src, probe(src))  # a transport stream's clock jumps: upscale a continuous copy
+    if planned is not None and (planned.src, planned.dst) != (src, dst):
+        planned = None
+    # a transport stream's clock jumps: upscale a continuous copy (planned on its own)
+    jumps = discont.find(src, planned.info if planned is not None else probe(src))
     continuous = discont.continuous_copy(src, dst, jumps) if jumps is not None else None
     try:
-        result = _upscale(continuous or src, dst, engine, options, overwrite, progress)
+        result = _upscale(continuous or src, dst, engine, options, overwrite, progress,
+                          planned if continuous is None else None)
     finally:
         if continuous is not None:
             continuous.unlink(missing_ok=True)
@@ -148,8 +158,10 @@ def upscale_video(src: str | os.PathLike, dst: str | os.PathLike, engine: Engine
 
 
 def _upscale(src: Path, dst: Path, engine: Engine, options: VideoOptions, overwrite: bool,
-             progress: Callable[[int, int | None], None] | None) -> VideoResult:
-    job = plan_video(src, dst, engine.scale, options, overwrite=overwrite, gpu=engine_gpu(engine))
+             progress: Callable[[int, int | None], None] | None, planned: VideoJob | None = None) -> VideoResult:
+    job = for_engine(planned, options, engine) if planned is not None else None
+    if job is None:
+        job = plan_video(src, dst, engine.scale, options, overwrite=overwrite, gpu=engine_gpu(engine))
     counted = _Counted(progress)
     try:
         return encode(job, engine, overwrite, counted)
@@ -263,7 +275,6 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     have run; "nvdec": a VideoError)."""
     src, dst = Path(src), Path(dst)
     encoder, strict, video_stream = options.encode, options.strict, options.video_stream
-    hwdec = "no" if options.hwdec == "auto" and gpu is None else options.hwdec  # "auto" needs a GPU engine
     _check_paths(src, dst, overwrite)
     container = containers.container_for(dst.suffix)
     encoder = replace(encoder, codec=video_codec(dst, encoder))
@@ -274,10 +285,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         nvenc.preset(encoder.preset)  # VideoError for a name NVENC has no preset for, before the source is read
     if scale < 1:
         raise VideoError(f"scale must be a positive integer, not {scale}")
-    if strict and hwdec == "nvdec":
-        raise VideoError("strict mode decodes on the CPU: NVDEC conceals damaged data without saying so "
-                         "(use --hwdec auto or no)")
-    hwdec = "no" if strict else hwdec
+    hwdec = hwdecode.decide(options.hwdec, strict, gpu)  # before the source is read: a refusal costs nothing
 
     info = probe(src)
     stream = info.main_video()
@@ -300,13 +308,9 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                                            lambda: deinterlace.first_frame_order(src, stream.index, decoder))
     if deint_note:
         notes.append(deint_note)
-    if deint is not None and hwdec != "no":
-        # bwdif runs in the software decoder's filters: NVDEC's frames would reach the engine woven
-        if hwdec == "nvdec":
-            raise VideoError(f"{src}: deinterlacing (bwdif) runs on the CPU decoder, not on NVDEC: use --hwdec "
-                             "auto or no, or --deinterlace no")
-        notes.append("decoded on the CPU, not NVDEC: bwdif deinterlaces in the CPU decoder's filters")
-        hwdec = "no"
+    hwdec, cpu_note = _source_hwdec(src, hwdec, deint is not None)
+    if cpu_note:
+        notes.append(cpu_note)
     rate = deint.rate if deint is not None else 1  # frames out per source frame
     if wants_alpha and not alpha_ok:
         notes.append(f"alpha channel left out: {encoder.codec}"
@@ -396,17 +400,54 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None,
                       frame_duration_ns=frame_duration_ns(stream.fps * rate if stream.fps else None),
                       muxer_args=_muxer_args(container, colour))
-    decoding = choose_decoder(src, stream.index, stream.codec, hwdec, gpu or 0, pipe_pix_fmt, vf_extra,
-                              software=decoder)
-    reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoding.decoder, "vf_extra": vf_extra,
-                   "size": (stream.width, stream.height), "decoder_options": decoding.options, "strict": strict,
+    reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
+                   "size": (stream.width, stream.height), "decoder_options": (), "strict": strict,
                    "vf_pre": deint.filter if deint is not None else None}
     estimated = info.estimated_frames(stream)
-    return VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
-                    reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
-                    total_frames=estimated * rate if estimated is not None else None, notes=tuple(notes),
-                    decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover,
-                    deinterlace=deint.mode if deint is not None else None)
+    job = VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
+                   reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
+                   total_frames=estimated * rate if estimated is not None else None, notes=tuple(notes),
+                   deinterlace=deint.mode if deint is not None else None, gpu=gpu)
+    return _decoding(job, hwdec)
+
+
+def _source_hwdec(src: Path, hwdec: str, deinterlaced: bool) -> tuple[str, str | None]:
+    """The hwdec mode (srgpu.video.hwdecode.decide's) as the source needs it, and a note where
+    that is not the one asked: bwdif runs in the software decoder's filters, so NVDEC's frames
+    would reach the engine woven ("nvdec": a VideoError)."""
+    if not deinterlaced or hwdec == "no":
+        return hwdec, None
+    if hwdec == "nvdec":
+        raise VideoError(f"{src}: deinterlacing (bwdif) runs on the CPU decoder, not on NVDEC: use --hwdec "
+                         "auto or no, or --deinterlace no")
+    return "no", "decoded on the CPU, not NVDEC: bwdif deinterlaces in the CPU decoder's filters"
+
+
+def _decoding(job: VideoJob, hwdec: str) -> VideoJob:
+    """``job`` (planned for its software decoder) with its decoder chosen for the hwdec mode
+    ``hwdec`` (as _source_hwdec left it)."""
+    args = job.reader_args
+    decoding = choose_decoder(job.src, job.stream.index, job.stream.codec, hwdec, job.gpu or 0,  # type: ignore[arg-type]
+                              args["pipe_pix_fmt"], args["vf_extra"], software=args["decoder"])
+    return replace(job, reader_args={**args, "decoder": decoding.decoder, "decoder_options": decoding.options},
+                   decoder=decoding.decoder if decoding.nvdec else "software", takeover=decoding.takeover,
+                   hwdec=hwdec)
+
+
+def for_engine(job: VideoJob, options: VideoOptions, engine: Engine) -> VideoJob | None:
+    """A job planned for software decoding (srgpu.video.chunked plans one to cut a video into chunks,
+    and decides NVDEC per chunk) made the single pipeline's for ``engine`` and ``options``: only
+    its decoder is decided again (hwdec, as plan_video decides it). None where it was planned for
+    another engine's GPU (NVENC's device) or scale: then it is planned again."""
+    gpu = engine_gpu(engine)
+    w, h = job.stream.width or 0, job.stream.height or 0
+    if job.gpu != gpu or job.hwdec != "no" or job.plan.out_size != (w * engine.scale, h * engine.scale):
+        return None
+    hwdec, cpu_note = _source_hwdec(job.src, hwdecode.decide(options.hwdec, options.strict, gpu),
+                                    job.deinterlace is not None)
+    if cpu_note:  # where plan_video says it: after the deinterlacing note, the first
+        job = replace(job, notes=(*job.notes[:1], cpu_note, *job.notes[1:]))
+    return _decoding(job, hwdec)
 
 
 def threads_option(codec: str | None, extra_args: Sequence[str], threads: int | None) -> tuple[tuple[str, str], ...]:

@@ -47,14 +47,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from .. import outputs
-from ..manifest import Settings, read_json, write_json
+from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_values, settings_fingerprint, write_json
 from ..engine.plans import output_bits
 from . import chunks as chunking
-from . import discont, ffmpeg, mkv, nvenc, verify
-from .api import VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option
+from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
+from .api import (VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option,
+                  video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
-from .options import VideoOptions
+from .options import EncodeOptions, VideoOptions
 from .pipeline import run_pipeline
 from .reader import Reader
 from .writer import MUXER_OPTIONS, OutputStream, Writer, pipe_origin
@@ -443,23 +444,41 @@ def chunk_path(work: Path, index: int) -> Path:
 
 
 def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, Any]) -> Settings:
-    """What decides the upscaled video's content besides the source: the model (``identity``:
-    scale, architecture, weights' hash), the encoder's settings as decided for this job, and how
-    it is deinterlaced where it is (absent where it is not, as before srgpu could: the work
-    folders of those runs still resume)."""
+    """What decides the upscaled video's content besides the source (srgpu.manifest.settings_fingerprint):
+    the model (``identity``: srgpu.manifest.model_identity), the encoder's settings as decided for
+    this job (the job is planned before its record is written), and how it is deinterlaced where
+    it is (absent where it is not, as before srgpu could: the work folders of those runs still resume)."""
     enc = options.encode
-    values = {**identity, "codec": job.codec, "crf": enc.crf, "preset": enc.preset, "pix_fmt": job.pix_fmt,
-              "encoder_args": list(enc.extra_args), "video_stream": job.stream.index}
-    if job.deinterlace is not None:  # the filter itself: auto and frame differ on a mixed stream (deint=)
-        values["deinterlace"] = job.reader_args.get("vf_pre")
-    return Settings.of(values, label=str(identity.get("label", "")))
+    # the filter itself where it is deinterlaced: auto and frame differ on a mixed stream (deint=)
+    deinterlaced = job.reader_args.get("vf_pre") if job.deinterlace is not None else None
+    return settings_fingerprint(identity, VideoSettings(job.codec, enc.crf, enc.preset, job.pix_fmt,
+                                                        tuple(enc.extra_args), job.stream.index, deinterlaced))
 
 
 def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
                  options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
                  chunk_seconds: float | None = None, gpu: int | None = None,
                  when_long: Callable[[], None] | None = None) -> ChunkedJob | str:
-    """Plan a chunked upscale of ``src`` into ``dst``, or say (a str) why the video keeps the
+    """plan_chunked_or_single, with only the reason where the video keeps the single pipeline."""
+    planned = plan_chunked_or_single(src, dst, scale, identity, options, overwrite, workers, chunk_seconds, gpu,
+                                     when_long)
+    return planned.reason if isinstance(planned, SinglePipeline) else planned
+
+
+@dataclass(frozen=True)
+class SinglePipeline:
+    """A video that keeps the single pipeline: why, and its job as planned here (decoded on the CPU;
+    srgpu.video.api.for_engine makes it the pipeline's, so that a run plans its video once)."""
+
+    reason: str
+    job: VideoJob
+
+
+def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
+                           options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
+                           chunk_seconds: float | None = None, gpu: int | None = None,
+                           when_long: Callable[[], None] | None = None) -> ChunkedJob | SinglePipeline:
+    """Plan a chunked upscale of ``src`` into ``dst``, or say (SinglePipeline) why the video keeps the
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
     that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
     work folder of an interrupted run with the same source and settings exists, its chunk list is
@@ -474,24 +493,27 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     # absolute: a task names files, and a worker (a Dask worker) opens them from its own directory
     src, dst = Path(os.path.abspath(src)), Path(os.path.abspath(dst))
     _forget_finished(dst)
-    # decoded on the CPU here (NVDEC is decided below, per chunk); ``gpu``: NVENC's trial runs there
+    hwdec = hwdecode.decide(options.hwdec, options.strict, gpu)  # the workers' engines are on ``gpu``
+    # planned for the CPU decoder (NVDEC is decided below, per chunk; a short video's single pipeline
+    # decides its own from this job: srgpu.video.api.for_engine); ``gpu``: NVENC's trial runs there
     job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=gpu)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
-        return "a short video keeps the single pipeline"
+        return SinglePipeline("a short video keeps the single pipeline", job)
     if job.deinterlace is not None:
         # bwdif looks at the frames before and after each one: a chunk's first frame (and its last)
         # would not be the single pipeline's; field mode also makes two frames of each packet
-        return (f"not cut into chunks: it is deinterlaced ({job.deinterlace} mode), and bwdif needs the frame "
-                "before a chunk's first")
+        return SinglePipeline(f"not cut into chunks: it is deinterlaced ({job.deinterlace} mode), and bwdif needs "
+                              "the frame before a chunk's first", job)
     if when_long is not None:
         when_long()
     if discont.find(job.src, job.info) is not None:
-        return "not cut into chunks: its timestamps jump (the single pipeline makes them continuous)"
+        return SinglePipeline("not cut into chunks: its timestamps jump (the single pipeline makes them continuous)",
+                              job)
     scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
     if isinstance(scan, str):
-        return f"not cut into chunks: {scan}"
-    nvdec = _nvdec(job, options, gpu, notes)
+        return SinglePipeline(f"not cut into chunks: {scan}", job)
+    nvdec = _nvdec(job, hwdec, gpu, notes)
     settings = video_settings(job, options, identity)
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -500,8 +522,9 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
     work = work_folder(job.dst)
     existing = read_json(work / "job.json", JOB_FORMAT, VERSION) if work.is_dir() else None
     planned = None
+    settings_key = settings.key  # what the job's key is made of (an earlier srgpu's key for its own record)
     if existing is not None:
-        why = _why_not_resumable(existing, fingerprint, settings)
+        why, settings_key = _why_not_resumable(existing, fingerprint, settings, job.dst)
         if why is None:
             try:
                 planned = tuple(Chunk.from_json(c) for c in existing["chunks"])
@@ -511,23 +534,23 @@ def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, ide
                 planned, why = None, "its chunk list does not fit the source"
         if why is not None:
             notes.append(f"the interrupted run's chunks were not kept: {why}; starting over")
+            settings_key = settings.key
     if planned is None:
         planned = chunking.plan(scan, workers, chunk_seconds)
         if len(planned) < 2:
-            return "too short to cut into chunks (one chunk)"
-    key = Settings.of({"settings": settings.key, "source": fingerprint, "time_base": str(scan.time_base),
+            return SinglePipeline("too short to cut into chunks (one chunk)", job)
+    key = Settings.of({"settings": settings_key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
     return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
 
 
-def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[str]) -> str | None:
-    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked for)."""
-    from . import hwdecode
-
-    if options.hwdec == "no" or options.strict:
+def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str | None:
+    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked
+    for). ``hwdec``: the mode as srgpu.video.hwdecode.decide made it for the workers' engines."""
+    if hwdec == "no":
         return None
     if gpu is None:
-        if options.hwdec == "nvdec":
+        if hwdec == "nvdec":
             notes.append("chunks are decoded on the CPU: NVDEC serves GPU engines of this machine only")
         return None
     args = job.reader_args
@@ -545,7 +568,7 @@ def _nvdec(job: VideoJob, options: VideoOptions, gpu: int | None, notes: list[st
         if same:
             return choice
         why = what or "the source's first frames do not decode cleanly"
-    if options.hwdec == "nvdec":
+    if hwdec == "nvdec":
         notes.append(f"chunks are decoded on the CPU: {why}")
     return None
 
@@ -599,26 +622,33 @@ def _covers(planned: Sequence[Chunk], scan: SourceScan) -> bool:
     return all(a.last == b.first for a, b in zip(planned, planned[1:]))
 
 
-def _why_not_resumable(existing: dict, fingerprint: dict, settings: Settings) -> str | None:
+def _why_not_resumable(existing: dict, fingerprint: dict, settings: Settings,
+                       dst: Path) -> tuple[str | None, str]:
+    """Why an interrupted run's work folder is not this job's (None where it is), and the settings'
+    key its job key was made with: this run's, or an earlier srgpu's for the same settings in its
+    form (srgpu.manifest.recorded_values), whose chunks are then kept."""
     source = existing.get("source")
     if not isinstance(source, dict):
-        return "its record is damaged"
+        return "its record is damaged", settings.key
     if source.get("path") != fingerprint["path"]:
-        return f"it was made from {source.get('path')}"
+        return f"it was made from {source.get('path')}", settings.key
     if source != fingerprint:
         changed = [k for k in ("size", "mtime_ns", "digest") if source.get(k) != fingerprint[k]]
-        return f"the source changed since ({', '.join(changed)})"
+        return f"the source changed since ({', '.join(changed)})", settings.key
     old = existing.get("settings")
-    if not isinstance(old, dict) or old.get("key") != settings.key:
-        return "they were made " + _settings_difference(old, settings)
-    return None
+    if isinstance(old, dict) and old.get("key") == settings.key:
+        return None, settings.key
+    values = recorded_values(old, lambda: video_codec(dst, EncodeOptions()))  # a codec None: the container's default
+    if values is not None and values == json_form(settings) \
+            and isinstance(old, dict) and isinstance(old.get("key"), str):
+        return None, old["key"]
+    return "they were made " + _settings_difference(values, settings), settings.key
 
 
-def _settings_difference(old: Any, new: Settings) -> str:
-    values = old.get("values") if isinstance(old, dict) else None
+def _settings_difference(values: dict | None, new: Settings) -> str:
     if not isinstance(values, dict):
         return "with settings srgpu has no record of"
-    now = dict(new.values)
+    now = json_form(new)
     changed = [f"{k} {values.get(k)!r} (now {now.get(k)!r})" for k in sorted(set(values) | set(now))
                if values.get(k) != now.get(k)]
     return "with " + ", ".join(changed) if changed else "with other settings"

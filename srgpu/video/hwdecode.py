@@ -129,6 +129,21 @@ def decodes_like_software(src: Path, stream_index: int, pipe_pix_fmt: str, vf_ex
     return False, f"{decoder} decodes frame {first} differently from the software decoder"
 
 
+def decide(mode: HwDec, strict: bool, gpu: int | None) -> HwDec:
+    """The hwdec mode that applies to a video whose frames go to an engine on CUDA device ``gpu``
+    (None: a CPU engine), from the options (``mode`` was checked where they were made,
+    srgpu.video.options.VideoOptions): the one place this is decided. "auto" uses NVDEC only
+    with a GPU engine (a CPU engine keeps the GPU out of it); ``strict`` decodes on the CPU, as
+    NVDEC conceals damaged data without saying so ("nvdec" with it: a VideoError). What the source
+    itself asks (bwdif, an alpha decoder) is decided once the source is read, by plan_video."""
+    if strict and mode == "nvdec":
+        raise VideoError("strict mode decodes on the CPU: NVDEC conceals damaged data without saying so "
+                         "(use --hwdec auto or no)")
+    if strict or (mode == "auto" and gpu is None):
+        return "no"
+    return mode
+
+
 def choose_decoder(src: Path, stream_index: int, codec: str | None, mode: HwDec, gpu: int,
                    pipe_pix_fmt: str, vf_extra: str | None,
                    software: str | None = None) -> DecoderChoice:
