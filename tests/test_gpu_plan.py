@@ -1,6 +1,6 @@
 """CPU-side tests of the GPU engine's pure parts (run in CI, no GPU needed): launch-configuration
-checks, the candidate lists, plans and their cache, the tiling of a frame into strips, and the
-NumPy references the kernels are held to."""
+checks, the candidate lists, plans and their cache, and the NumPy references the kernels are
+held to (the tiling of a frame into strips: tests/test_bands.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine.gpu import strips
 from srgpu.kernels import bicubic, conv
 from srgpu.kernels.build import load_source, sources_digest
 from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_launch
 from srgpu.model import random_model
-from srgpu.reference import srcnn_forward, srcnn_layers
+from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
 from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached)
 
@@ -234,36 +233,6 @@ def test_default_plan_is_valid_for_every_arch() -> None:
         plan = default_plan(model)
         plan.check(conv.srcnn_layers(model))
         assert plan.kind == "layerwise" and len(plan.layers) == 3
-
-
-# ---------------------------------------------------------------- strips (tiling)
-
-
-@pytest.mark.parametrize("H, rows, halo", [(100, 100, 8), (100, 1000, 8), (100, 40, 8), (101, 17, 8), (33, 19, 9)])
-def test_strips_cover_every_row_once_with_halos(H: int, rows: int, halo: int) -> None:
-    parts = strips(H, rows, halo)
-    kept = np.concatenate([np.arange(s.r0, s.r1) for s in parts])
-    assert np.array_equal(kept, np.arange(H))
-    for s in parts:
-        assert s.a1 - s.a0 <= rows
-        assert s.a0 == max(0, s.r0 - halo) and s.a1 == min(H, s.r1 + halo)
-
-
-def test_strips_refuse_a_strip_smaller_than_its_halos() -> None:
-    with pytest.raises(ValueError):
-        strips(100, 16, 8)
-
-
-def test_stripped_network_equals_the_whole_frame() -> None:
-    """The engine's tiling, run with the CPU layers (float64): the untiled result, up to the CPU
-    GEMM's size-dependent rounding; a wrong halo would be off by far more."""
-    model = random_model("9-5-5", seed=3)
-    y = np.random.default_rng(0).random((61, 23))
-    whole = srcnn_layers(y, model)
-    out = np.full_like(whole, np.nan)
-    for s in strips(61, 2 * model.halo + 5, model.halo):
-        out[s.r0:s.r1] = srcnn_layers(y[s.a0:s.a1], model)[s.r0 - s.a0:s.r1 - s.a0]
-    assert np.max(np.abs(out - whole)) < 1e-12
 
 
 # ---------------------------------------------------------------- references

@@ -7,8 +7,8 @@ queued on one CUDA stream with no host round trip between steps; device buffers 
 frame size and reused, so a video allocates nothing per frame.
 
 A frame whose 64- and 32-channel intermediates do not fit the memory budget runs in horizontal
-strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
-border affects are discarded, so the result equals the untiled one exactly.
+strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows; srgpu.engine.bands.bands_within);
+the rows a strip's false border affects are discarded, so the result equals the untiled one exactly.
 
 The plan for a frame size and output bit depth (srgpu.engine.plans) is the given one, else the cached one
 (per GPU model, model architecture, frame size, precision and depth), else the one this engine
@@ -35,6 +35,7 @@ from ..kernels.timing import time_ms
 from ..model import SRCNNModel
 from ..kernels.conv import ConvConfig
 from .plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for, default_plan, load_cached, nearest_cached, output_bits, plan_key)
+from .bands import bands_within
 from .base import Engine
 from .frames import FrameFormat, FrameProcessor, PlaneSpec
 from .gpuinfo import require_gpu  # noqa: F401  (moved to srgpu.engine.gpuinfo; imported from here by tools and scripts)
@@ -351,16 +352,16 @@ class GPUEngine(Engine):
         raw float output when ``max_value`` is None)."""
         H, W = y.shape
         rows = self.strip_rows(H, W)
-        for s in strips(H, rows, self.model.halo):
-            h1, h2, o = self.layer_buffers(s.a1 - s.a0, W, capacity=rows)
-            self.run_layer(0, plan.layers[0].config, y[s.a0:s.a1], h1)
+        for s in bands_within(H, rows, self.model.halo):  # the rows a strip's false border reaches are not kept
+            h1, h2, o = self.layer_buffers(s.b1 - s.b0, W, capacity=rows)
+            self.run_layer(0, plan.layers[0].config, y[s.b0:s.b1], h1)
             self.run_layer(1, plan.layers[1].config, h1, h2)
             self.run_layer(2, plan.layers[2].config, h2, o)
-            part = o[0, s.r0 - s.a0:s.r1 - s.a0]
+            part = o[0, s.k0 - s.b0:s.k1 - s.b0]
             if max_value is None:
-                self._cp.copyto(out[s.r0:s.r1], part)  # raw float (self-checks)
+                self._cp.copyto(out[s.k0:s.k1], part)  # raw float (self-checks)
             else:
-                self.quantize.from_unit(part, out[s.r0:s.r1], max_value, self.stream)
+                self.quantize.from_unit(part, out[s.k0:s.k1], max_value, self.stream)
 
     def run_layer(self, index: int, cfg: ConvConfig, x: Any, y: Any) -> None:
         from ..kernels import conv
@@ -520,33 +521,6 @@ class GPUEngine(Engine):
             if type(e).__module__.startswith(("cupy", "cupy_backends")) or "CUDA" in type(e).__name__:
                 raise EngineError(f"GPU error while {what}: {' '.join(str(e).split())}") from None
             raise
-
-
-@dataclass(frozen=True)
-class Strip:
-    """Rows [r0, r1) of the output computed from input rows [a0, a1) (r0..r1 plus the halo)."""
-
-    r0: int
-    r1: int
-    a0: int
-    a1: int
-
-
-def strips(H: int, rows: int, halo: int) -> list[Strip]:
-    """Cover H rows with strips of at most ``rows`` input rows that overlap by ``halo`` each
-    side: the rows a strip's false (non-image) border influences are never kept."""
-    if rows >= H:
-        return [Strip(0, H, 0, H)]
-    kept = rows - 2 * halo
-    if kept < 1:
-        raise ValueError(f"strips of {rows} rows cannot hold a halo of {halo} rows each side")
-    out = []
-    r0 = 0
-    while r0 < H:
-        r1 = min(H, r0 + kept)
-        out.append(Strip(r0, r1, max(0, r0 - halo), min(H, r1 + halo)))
-        r0 = r1
-    return out
 
 
 def _identity(plan: Plan) -> tuple[Any, ...]:
