@@ -31,10 +31,10 @@ from ..resize import imresize_region, imresize_rows
 from .bands import Band, bands
 from .base import Engine, from_unit_float, to_unit_float
 from ..cpus import cpu_cores
-from .workers import run_all
+from .threads import run_all
 
-TILE_BUDGET_BYTES = 256 * 2**20  # intermediates of the tiles being computed, all workers together
-MIN_TILE_BYTES = 64 * 2**20  # a worker's share no smaller: ~100 rows of a chunk, so the halo rows cost ~10 %
+TILE_BUDGET_BYTES = 256 * 2**20  # intermediates of the tiles being computed, all threads together
+MIN_TILE_BYTES = 64 * 2**20  # a thread's share no smaller: ~100 rows of a chunk, so the halo rows cost ~10 %
 FLOAT_BYTES = 4  # float32 throughout
 BICUBIC_ROW_COPIES = 8  # float32 rows live per output row in bicubic + conversion (temporaries incl.)
 CONV1_COPIES = 3  # conv1: the widened input, one channel's filter output and its biased copy
@@ -76,8 +76,8 @@ def bicubic_strip_bytes(rows: int, width: int) -> int:
 
 
 class CPUEngine(Engine):
-    """tile_budget_bytes: memory the tiles' intermediates may take, all workers together; a tile's
-    rows and columns follow from its share and the plane's size. workers: tiles computed at once
+    """tile_budget_bytes: memory the tiles' intermediates may take, all threads together; a tile's
+    rows and columns follow from its share and the plane's size. threads: tiles computed at once
     (default: one per CPU, as many as the budget gives MIN_TILE_BYTES each). tile_rows /
     tile_chunks: force this many output rows / column chunks per tile instead (tests put tile
     edges everywhere). chunk: the column chunk (default :func:`srgpu.reference.column_chunk`); it
@@ -87,15 +87,15 @@ class CPUEngine(Engine):
     name = "cpu"
 
     def __init__(self, model: SRCNNModel, scale: int, *, tile_budget_bytes: int = TILE_BUDGET_BYTES,
-                 workers: int | None = None, tile_rows: int | None = None, tile_chunks: int | None = None,
+                 threads: int | None = None, tile_rows: int | None = None, tile_chunks: int | None = None,
                  chunk: int | None = None) -> None:
         super().__init__(model, scale)
-        for name, value in (("workers", workers), ("tile_rows", tile_rows), ("tile_chunks", tile_chunks),
+        for name, value in (("threads", threads), ("tile_rows", tile_rows), ("tile_chunks", tile_chunks),
                             ("chunk", chunk)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         self.tile_budget_bytes = tile_budget_bytes
-        self.workers = workers or max(1, min(cpu_cores(), tile_budget_bytes // MIN_TILE_BYTES))
+        self.threads = threads or max(1, min(cpu_cores(), tile_budget_bytes // MIN_TILE_BYTES))
         self.tile_rows = tile_rows
         self.tile_chunks = tile_chunks
         self.chunk = chunk or column_chunk(model)
@@ -111,7 +111,7 @@ class CPUEngine(Engine):
             y = srcnn_columns(up, self.model, width, t.c0, t.c1, self.chunk)[r.kept()]
             out[r.k0 : r.k1, t.c0 : t.c1] = from_unit_float(y, plane.dtype, max_value)
 
-        run_all(one, self.tiles(out_shape), self.workers)
+        run_all(one, self.tiles(out_shape), self.threads)
         return out
 
     def tiles(self, out_shape: tuple[int, int]) -> list[Tile]:
@@ -131,8 +131,8 @@ class CPUEngine(Engine):
             out[band.k0 : band.k1] = from_unit_float(imresize_rows(x, out_shape, band.k0, band.k1), plane.dtype,
                                                      max_value)
 
-        rows = self.tile_rows or max(1, self.rows_in_budget(out_shape[1], bicubic_strip_bytes, 0, self.workers))
-        run_all(one, bands(out_shape[0], rows, 0), self.workers)
+        rows = self.tile_rows or max(1, self.rows_in_budget(out_shape[1], bicubic_strip_bytes, 0, self.threads))
+        run_all(one, bands(out_shape[0], rows, 0), self.threads)
         return out
 
     def tile_plan(self, out_shape: tuple[int, int]) -> TilePlan:
@@ -145,7 +145,7 @@ class CPUEngine(Engine):
         for chunks in [self.tile_chunks] if self.tile_chunks else range(1, -(-width // chunk) + 1):
             columns = min(width, chunks * chunk)
             computed = min(width, columns + 2 * halo)
-            fit = self.tile_rows or self.rows_in_budget(computed, self.srcnn_tile_bytes, halo, self.workers)
+            fit = self.tile_rows or self.rows_in_budget(computed, self.srcnn_tile_bytes, halo, self.threads)
             if fit < 1 and chunks > 1:
                 break  # wider tiles fit even fewer rows
             rows = min(height, max(1, fit))
