@@ -61,11 +61,12 @@ class ImageOptions:
             raise BatchError("--max-megapixels must be more than 0")
 
     @property
-    def workers(self) -> int:
+    def threads(self) -> int:
+        """Reader threads, and as many writer threads (``jobs``, else one per core)."""
         return self.jobs if self.jobs is not None else cpu_cores()
 
 
-READ_AHEAD_PER_WORKER = 2  # images being decoded or waiting for the engine, per reader thread
+READ_AHEAD_PER_THREAD = 2  # images being decoded or waiting for the engine, per reader thread
 FIRST_RATIO = 8.0  # decoded bytes per file byte assumed before any image was read (JPEG ~10, PNG ~2)
 
 
@@ -96,18 +97,18 @@ class _InFlight:
 
 
 class _Readers:
-    """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
+    """Images decoded on ``threads`` threads ahead of the engine, as far as the count and the
     memory budget let (srgpu.batch.stages.Budget: only while there is room, never blocking)."""
 
-    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock,
+    def __init__(self, threads: int, order: ChannelOrder, budget: Budget, clock: StageClock,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         self.order = order
         self.max_pixels = max_pixels
         self.budget = budget
         self.clock = clock
-        self.limit = READ_AHEAD_PER_WORKER * workers
+        self.limit = READ_AHEAD_PER_THREAD * threads
         self.ratio = FIRST_RATIO  # decoded bytes per file byte, the largest seen so far
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-reader")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="srgpu-image-reader")
 
     def estimate(self, source_bytes: int) -> int:
         """Decoded bytes expected of a file of ``source_bytes`` (0 for one that cannot be looked at:
@@ -150,19 +151,19 @@ class _Readers:
 
 
 class _Writers:
-    """Encodes and writes upscaled images on ``workers`` threads while the calling thread reads
+    """Encodes and writes upscaled images on ``threads`` threads while the calling thread reads
     and upscales the next ones; each outcome goes into ``outcomes`` under its job's index. An
     exception that is not a per-file failure (a bug, or KeyboardInterrupt raised inside a write)
     stops the writing and is raised again in the calling thread."""
 
-    def __init__(self, workers: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
+    def __init__(self, threads: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
                  clock: StageClock, png_compression: int | None) -> None:
         self.resume = resume
         self.budget = budget
         self.outcomes = outcomes
         self.clock = clock
         self.png_compression = png_compression
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-writer")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="srgpu-image-writer")
         self._futures: set[Future] = set()
         self._error: BaseException | None = None
         self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
@@ -263,14 +264,14 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     reported: list[Outcome] = []
     outcomes: InOrder[Outcome] = InOrder()
     clock = StageClock()
-    workers = images.workers
+    threads = images.threads
     budget = Budget(images.memory_bytes or default_budget())
     folders = OutputFolders()
     resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
-    readers = _Readers(workers, processor.order, budget, clock, images.max_pixels)
-    writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression)
+    readers = _Readers(threads, processor.order, budget, clock, images.max_pixels)
+    writers = _Writers(threads, resume, budget, outcomes, clock, images.png_compression)
     ahead: deque[_Ahead] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
@@ -379,7 +380,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         processor.close()
         if resume is not None:
             resume.close()  # after the writers: every output they published is in the journal
-    return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
+    return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, threads))
 
 
 def _ready(ticket: object) -> bool:
