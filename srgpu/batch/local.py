@@ -72,7 +72,7 @@ FIRST_RATIO = 8.0  # decoded bytes per file byte assumed before any image was re
 
 
 @dataclass
-class _Ahead:
+class _Prepared:
     """A job whose preparation is done: its outcome if it does not run, else how it runs and (an
     image) its read on a reader thread, with the bytes the budget holds for it."""
 
@@ -127,23 +127,23 @@ class _Readers:
         finally:
             self.clock.add("read", time.perf_counter() - t0)
 
-    def result(self, ahead: _Ahead) -> ImageData | Outcome:
+    def result(self, entry: _Prepared) -> ImageData | Outcome:
         """The decoded image (the budget now holds its real size), or the job's failure."""
         t0 = time.perf_counter()
         try:
-            data = ahead.read.result()  # type: ignore[union-attr]
+            data = entry.read.result()  # type: ignore[union-attr]
         except ImageFileError as e:
-            return Outcome(ahead.job, "failed", naming(ahead.job.src, str(e)))
+            return Outcome(entry.job, "failed", naming(entry.job.src, str(e)))
         except (OSError, MemoryError) as e:
-            return Outcome(ahead.job, "failed", f"{ahead.job.src}: {type(e).__name__}: {e}")
+            return Outcome(entry.job, "failed", f"{entry.job.src}: {type(e).__name__}: {e}")
         finally:
             self.clock.add("wait_read", time.perf_counter() - t0)
-            self.budget.give_read(ahead.held)
-            ahead.held = 0
-        ahead.held = data.pixels.nbytes
-        self.budget.take_read(ahead.held)
-        if ahead.source_bytes:
-            self.ratio = max(self.ratio, data.pixels.nbytes / ahead.source_bytes)
+            self.budget.give_read(entry.held)
+            entry.held = 0
+        entry.held = data.pixels.nbytes
+        self.budget.take_read(entry.held)
+        if entry.source_bytes:
+            self.ratio = max(self.ratio, data.pixels.nbytes / entry.source_bytes)
         return data
 
     def close(self) -> None:
@@ -272,7 +272,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         or _PlaneProcessor(engine)
     readers = _Readers(threads, processor.order, budget, clock, images.max_pixels)
     writers = _Writers(threads, resume, budget, outcomes, clock, images.png_compression)
-    ahead: deque[_Ahead] = deque()
+    ahead: deque[_Prepared] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
     looked_at: tuple[int, Looked] | None = None
@@ -294,7 +294,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             estimate = readers.estimate(looked.source_bytes) if job.kind == "image" else 0
             if ahead and estimate and not readers.budget.room_for_read(estimate):
                 return  # the engine works on what is read meanwhile, freeing room
-            entry = _Ahead(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
+            entry = _Prepared(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
                            source_bytes=looked.source_bytes)
             if job.kind == "image" and isinstance(entry.go, Go):
                 entry.held = estimate
@@ -303,7 +303,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
             ahead.append(entry)
             planned += 1
 
-    def hand_on(item: _InFlight) -> None:
+    def to_writer(item: _InFlight) -> None:
         """The oldest image on the engine, waited for and handed to a writer."""
         t0 = time.perf_counter()
         try:
@@ -317,7 +317,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         clock.add("output_pixels", 0.0, pixels.shape[0] * pixels.shape[1])
         writers.submit(item.index, item.job, replace(item.data, pixels=pixels), item.go, item.started)
 
-    def run_image(entry: _Ahead) -> None:
+    def run_image(entry: _Prepared) -> None:
         data = readers.result(entry)
         if isinstance(data, Outcome):
             outcomes.put(entry.index, replace(data, seconds=time.perf_counter() - entry.started))
@@ -338,11 +338,11 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         # the oldest is waited for once enough are queued; before that, whatever is done already
         # goes on to the writers at once (they would otherwise idle while groups fill)
         while in_flight and (len(in_flight) > processor.in_flight or _ready(in_flight[0].ticket)):
-            hand_on(in_flight.popleft())
+            to_writer(in_flight.popleft())
 
     def finish_in_flight() -> None:
         while in_flight:
-            hand_on(in_flight.popleft())
+            to_writer(in_flight.popleft())
 
     try:
         while planned < len(plan.jobs) or ahead:
