@@ -132,7 +132,7 @@ def stripped(parts: frozenset[str], stats: dict):
         for name in ("begin", "finish", "abandon"):
             patch(images_mod.Resume, name, lambda self, *a: None)
     if "look" in parts:
-        patch(images_mod.Looked, "at", classmethod(lambda cls, job: cls(stats[job.src], None)))
+        patch(images_mod.JobStat, "at", classmethod(lambda cls, job: cls(stats[job.src], None)))
     try:
         yield
     finally:

@@ -24,7 +24,7 @@ from .stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from ..video.options import VideoOptions
 from .plan import BatchError, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback, Plan
 from ..images.upscale import DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format
-from .resume import Go, Looked, Resume
+from .resume import JobStat, Resume, ToRun
 from .tasks import OutputFolders, _failure, _video_job, naming, prepare_job
 
 
@@ -79,7 +79,7 @@ class _Prepared:
     index: int
     job: Job
     started: float
-    go: Outcome | Go
+    go: Outcome | ToRun
     read: Future | None = None
     held: int = 0
     source_bytes: int = 0  # the file's size when it was looked at
@@ -90,7 +90,7 @@ class _InFlight:
     index: int
     job: Job
     started: float
-    go: Go
+    go: ToRun
     data: ImageData
     ticket: object
     held: int
@@ -168,7 +168,7 @@ class _Writers:
         self._error: BaseException | None = None
         self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
 
-    def submit(self, index: int, job: Job, data: ImageData, go: Go, started: float) -> None:
+    def submit(self, index: int, job: Job, data: ImageData, go: ToRun, started: float) -> None:
         self.raise_error()
         nbytes = data.pixels.nbytes
         t0 = time.perf_counter()
@@ -178,7 +178,7 @@ class _Writers:
         self._futures.add(future)
         future.add_done_callback(self._futures.discard)
 
-    def _run(self, index: int, job: Job, data: ImageData, go: Go, started: float, nbytes: int) -> None:
+    def _run(self, index: int, job: Job, data: ImageData, go: ToRun, started: float, nbytes: int) -> None:
         try:
             if self._stop:
                 return  # stopping: nothing more is written (the job gets no outcome)
@@ -195,7 +195,7 @@ class _Writers:
         finally:
             self.budget.give_write(nbytes)
 
-    def _write(self, job: Job, data: ImageData, go: Go) -> Outcome:
+    def _write(self, job: Job, data: ImageData, go: ToRun) -> Outcome:
         if self.resume:
             self.resume.begin(job)
         try:
@@ -275,7 +275,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     ahead: deque[_Prepared] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
-    looked_at: tuple[int, Looked] | None = None
+    looked_at: tuple[int, JobStat] | None = None
 
     def report() -> None:
         for outcome in outcomes.ready():
@@ -289,14 +289,14 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         while planned < len(plan.jobs) and len(ahead) < readers.limit:
             job = plan.jobs[planned]
             if looked_at is None or looked_at[0] != planned:  # once per job, however often its turn is put off
-                looked_at = (planned, Looked.at(job))
+                looked_at = (planned, JobStat.at(job))
             looked = looked_at[1]
             estimate = readers.estimate(looked.source_bytes) if job.kind == "image" else 0
             if ahead and estimate and not readers.budget.room_for_read(estimate):
                 return  # the engine works on what is read meanwhile, freeing room
             entry = _Prepared(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
                            source_bytes=looked.source_bytes)
-            if job.kind == "image" and isinstance(entry.go, Go):
+            if job.kind == "image" and isinstance(entry.go, ToRun):
                 entry.held = estimate
                 budget.take_read(estimate)
                 entry.read = readers.start(job)

@@ -35,7 +35,7 @@ from typing import Any, Callable, Protocol, Sequence
 from .tasks import FileResult, FileTask
 from ..images.upscale import DEFAULT_MAX_PIXELS
 from .plan import BatchResult, Outcome, Plan
-from .resume import Go, Resume
+from .resume import Resume, ToRun
 from .tasks import OutputFolders, naming, prepare_job
 from ..model import SRCNNModel
 from ..video.options import VideoOptions
@@ -83,7 +83,7 @@ def run_files(plan: Plan, runner: FileRunner, model: SRCNNModel, scale: int, vid
     resume = Resume(plan, model, scale, video)
     folders = OutputFolders()
     outcomes: dict[int, Outcome] = {}
-    going: dict[int, Go] = {}
+    going: dict[int, ToRun] = {}
 
     def record(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
