@@ -17,7 +17,7 @@ from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_laun
 from srgpu.model import random_model
 from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
-from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached)
+from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, KernelPlan, PlanKey, default_plan, load_cached, plan_key, save_cached)
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")
 
@@ -121,17 +121,17 @@ def _key(**changes: object) -> PlanKey:
     return replace(key, **changes)
 
 
-def _tuned_plan(arch: str = "9-1-5") -> Plan:
+def _tuned_plan(arch: str = "9-1-5") -> KernelPlan:
     layers = conv.srcnn_layers(random_model(arch))
-    return Plan("layerwise", tuple(LayerChoice(l.name, conv.candidates(l)[-1], 1.5) for l in layers), None, 4.25, "tuned")
+    return KernelPlan("layerwise", tuple(LayerChoice(l.name, conv.candidates(l)[-1], 1.5) for l in layers), None, 4.25, "tuned")
 
 
 def test_plan_round_trips_through_dict() -> None:
     plan = _tuned_plan()
-    back = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    back = KernelPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
     assert back.layers == plan.layers and back.ms == plan.ms and back.kind == "layerwise"
-    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused_fp16", (("tile", 32),), "fp16"), 0.4)
-    back = Plan.from_dict(json.loads(json.dumps(fused.to_dict())))
+    fused = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused_fp16", (("tile", 32),), "fp16"), 0.4)
+    back = KernelPlan.from_dict(json.loads(json.dumps(fused.to_dict())))
     assert back.fused == fused.fused and "fused_fp16 fp16 tile=32" in back.describe()
 
 
@@ -154,10 +154,10 @@ def test_cache_written_by_engines_on_many_threads_at_once(tmp_path: Path) -> Non
     from concurrent.futures import ThreadPoolExecutor
 
     key, layers = _key(), conv.srcnn_layers(random_model("9-1-5"))
-    plans = [Plan("layerwise", _tuned_plan().layers, None, 1.0 + i) for i in range(16)]
+    plans = [KernelPlan("layerwise", _tuned_plan().layers, None, 1.0 + i) for i in range(16)]
     start = threading.Barrier(len(plans))
 
-    def save(plan: Plan) -> Path | None:
+    def save(plan: KernelPlan) -> Path | None:
         start.wait()
         return save_cached(key, plan, (), tmp_path)
 
@@ -214,7 +214,7 @@ def test_cached_plan_for_another_architecture_is_rejected(tmp_path: Path) -> Non
     plan_ok = load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5")))
     assert plan_ok is None or all(not c.config.problems(l) for c, l in
                                   zip(plan_ok.layers, conv.srcnn_layers(random_model("9-1-5"))))
-    bad = Plan("layerwise", (LayerChoice("conv1", conv.ConvConfig("v4", 32, 4, 4, 8, 1)),) + _tuned_plan().layers[1:])
+    bad = KernelPlan("layerwise", (LayerChoice("conv1", conv.ConvConfig("v4", 32, 4, 4, 8, 1)),) + _tuned_plan().layers[1:])
     save_cached(key, bad, (), tmp_path)
     assert load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5"))) is None
 
@@ -389,8 +389,8 @@ def test_a_new_size_starts_from_a_cached_plan_of_another_size(tmp_path: Path) ->
     planner = _FakePlanner()
     engine = _policy_engine(tmp_path, planner, notices)
     model = engine.model
-    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
-    far = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 32),), "fp16-fast"), 0.9, "tuned")
+    fused = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    far = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 32),), "fp16-fast"), 0.9, "tuned")
     save_cached(plan_key(H100_LIMITS.key, model.arch, (1080, 1920), (2160, 3840), "auto", 8), fused, (), tmp_path)
     save_cached(plan_key(H100_LIMITS.key, model.arch, (100, 100), (300, 300), "auto", 8), far, (), tmp_path)
     for other in (plan_key(H100_LIMITS.key, model.arch, (720, 1280), (1440, 2560), "fp32", 8),
@@ -445,13 +445,13 @@ def test_a_cached_plan_that_fails_its_self_check_is_chosen_again(tmp_path: Path)
     engine.options = replace(engine.options, self_check=True)
     checked: list[tuple[str, int]] = []
 
-    def check_plan(plan: Plan, bits: int = 8) -> None:
+    def check_plan(plan: KernelPlan, bits: int = 8) -> None:
         checked.append((plan.kind, bits))
         if plan.kind == "fused":
             raise EngineError("plan fused-tc failed its self-check at 8 bits: output up to 3 levels from the reference")
 
     engine.check_plan = check_plan
-    bad = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    bad = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
     save_cached(plan_key(H100_LIMITS.key, engine.model.arch, (10, 10), (20, 20), "auto", 8), bad, (), tmp_path)
     plan = engine.plan_for((10, 10), (20, 20), 8)
     assert plan.source == "tuned 8" and planner.measured == [((20, 20), 8)]
