@@ -22,7 +22,7 @@ from ..errors import ImageFileError
 from ..outputs import OutputExistsError
 from .stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from ..video.options import VideoOptions
-from .plan import BatchError, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback, Plan
+from .plan import BatchError, BatchPlan, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback
 from ..images.upscale import DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format
 from .resume import JobStat, Resume, ToRun
 from .tasks import OutputFolders, _failure, _video_job, naming, prepare_job
@@ -239,7 +239,7 @@ class _Writers:
         self._error = None
 
 
-def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
+def run_batch(plan: BatchPlan, engine: Engine, video: VideoOptions = VideoOptions(),
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None,
               images: ImageOptions = ImageOptions()) -> BatchResult:

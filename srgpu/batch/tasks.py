@@ -30,7 +30,7 @@ from ..images.files import read_image_data, write_image_atomic
 from ..images.upscale import RowsCallback, _check_alpha, fit_to_format, image_processor_for
 from ..outputs import OutputExistsError
 from ..video.options import VideoOptions
-from .plan import FramesCallback, Job, Outcome, Plan, _same, unsupported, video_api
+from .plan import BatchPlan, FramesCallback, Job, Outcome, _same, unsupported, video_api
 from .resume import JobStat, Resume, ToRun
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class OutputFolders:
             outputs.remove(outputs.stale_temps_in(folder))
 
 
-def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | None,
+def prepare_job(job: Job, plan: BatchPlan, folders: OutputFolders, resume: Resume | None,
                 looked: JobStat | None = None) -> Outcome | ToRun:
     """The job's outcome if it cannot or need not run; else how it runs (its output folder made
     ready). ``looked``: the job's source and output as already looked at (else looked at here)."""
