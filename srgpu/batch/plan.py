@@ -97,9 +97,6 @@ class BatchPlan:
         return any(j.kind == "video" for j in self.jobs)
 
 
-Plan = BatchPlan  # the old name, for the modules not yet renamed (resume, route)
-
-
 @dataclass(frozen=True)
 class Outcome:
     job: Job

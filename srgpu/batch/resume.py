@@ -10,7 +10,7 @@ from typing import Iterable
 from ..manifest import Fingerprint, Manifest, Record, Settings, weights_hash
 from ..model import SRCNNModel
 from ..video.options import VideoOptions
-from .plan import Job, Outcome, Plan, _inside
+from .plan import BatchPlan, Job, Outcome, _inside
 
 
 # Raise when srgpu's image processing changes what the same source, model and scale give, so that
@@ -120,7 +120,7 @@ class Resume:
       srgpu never replaces a file it did not make unless told to.
     """
 
-    def __init__(self, plan: Plan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
+    def __init__(self, plan: BatchPlan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
         self.image = _image_settings(model, scale)
