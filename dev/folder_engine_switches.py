@@ -115,7 +115,7 @@ def main() -> int:
 
         breakdown = Breakdown()
         for owner, name, label in (
-                (im, "prepare_job", "prepare_job (look_ahead)"), (im.Looked, "at", "Looked.at (look_ahead)"),
+                (im, "prepare_job", "prepare_job (look_ahead)"), (im.JobStat, "at", "JobStat.at (look_ahead)"),
                 (im._Readers, "start", "readers.start"), (im._Readers, "result", "readers.result"),
                 (im._Writers, "submit", "writers.submit"), (im.InOrder, "ready", "outcomes.ready (report)"),
                 (imageproc.OverlappedImages, "submit", "OverlappedImages.submit"),

@@ -86,7 +86,7 @@ def main() -> int:
         floors, batch = [], []
         threaded: dict[int, list[float]] = {n: [] for n in counts}
         for _ in range(args.rounds):
-            floors.append(codec_floor(pairs, args.scale, images.workers, images.png_compression)[0])
+            floors.append(codec_floor(pairs, args.scale, images.threads, images.png_compression)[0])
             out = root / "run"
             shutil.rmtree(out, ignore_errors=True)
             t0 = time.perf_counter()
@@ -96,9 +96,9 @@ def main() -> int:
             for n in counts:
                 threaded[n].append(per_thread(pairs, processors[:n]))
         floor = statistics.median(floors)
-        print(f"{len(pairs)} images: codec floor ({images.workers} threads) {floor:.3f} s; {[round(f, 3) for f in floors]}")
+        print(f"{len(pairs)} images: codec floor ({images.threads} threads) {floor:.3f} s; {[round(f, 3) for f in floors]}")
         b = statistics.median(batch)
-        print(f"  run_batch (one engine thread, {images.workers} readers, {images.workers} writers): {b:.3f} s, "
+        print(f"  run_batch (one engine thread, {images.threads} readers, {images.threads} writers): {b:.3f} s, "
               f"x{b / floor:.2f}; {[round(r, 3) for r in batch]}")
         for n, times in threaded.items():
             t = statistics.median(times)

@@ -132,7 +132,7 @@ def stripped(parts: frozenset[str], stats: dict):
         for name in ("begin", "finish", "abandon"):
             patch(images_mod.Resume, name, lambda self, *a: None)
     if "look" in parts:
-        patch(images_mod.Looked, "at", classmethod(lambda cls, job: cls(stats[job.src], None)))
+        patch(images_mod.JobStat, "at", classmethod(lambda cls, job: cls(stats[job.src], None)))
     try:
         yield
     finally:
@@ -167,10 +167,10 @@ def main() -> int:
         bare_free: list[float] = []
         runs: dict[frozenset[str], list[float]] = {v: [] for v in variants}
         for _ in range(args.rounds):
-            floors.append(codec_floor(pairs, args.scale, images.workers, images.png_compression)[0])
+            floors.append(codec_floor(pairs, args.scale, images.threads, images.png_compression)[0])
             if args.bare:
-                bare.append(three_stages(pairs, args.scale, images.workers))
-                bare_free.append(three_stages(pairs, args.scale, images.workers, free_engine=True))
+                bare.append(three_stages(pairs, args.scale, images.threads))
+                bare_free.append(three_stages(pairs, args.scale, images.threads, free_engine=True))
             for variant in variants:
                 out = root / "run"
                 shutil.rmtree(out, ignore_errors=True)
@@ -181,7 +181,7 @@ def main() -> int:
                     runs[variant].append(time.perf_counter() - t0)
                 assert len(result.done) == len(pairs), result.summary()
         floor = statistics.median(floors)
-        print(f"{len(pairs)} images, {images.workers} threads each way: codec floor {floor:.3f} s "
+        print(f"{len(pairs)} images, {images.threads} threads each way: codec floor {floor:.3f} s "
               f"({len(pairs) / floor:.0f}/s); floors {[round(f, 3) for f in floors]}")
         if bare:
             b = statistics.median(bare)

@@ -72,7 +72,7 @@ def run_procs(pairs: list[tuple[Path, Path]], processor, pool: ProcessPoolExecut
             reads.append((nxt, pool.submit(_read, str(pairs[nxt][0]), slot), slot))
             nxt += 1
 
-    def hand_on(item: tuple[int, object, int]) -> None:
+    def to_writer(item: tuple[int, object, int]) -> None:
         index, ticket, in_slot = item
         out = ticket.wait()  # type: ignore[attr-defined]
         free.append(in_slot)
@@ -92,10 +92,10 @@ def run_procs(pairs: list[tuple[Path, Path]], processor, pool: ProcessPoolExecut
         px = np.ndarray(shape, np.dtype(dtype), buffer=arena.buf, offset=slot * SLOT)
         on_engine.append((index, processor.submit(px), slot))
         while on_engine and (len(on_engine) > processor.in_flight or on_engine[0][1].ready()):
-            hand_on(on_engine.popleft())
+            to_writer(on_engine.popleft())
         _reap(writes, free, block=False)
     while on_engine:
-        hand_on(on_engine.popleft())
+        to_writer(on_engine.popleft())
     for f in writes:
         f.result()
     return time.perf_counter() - t0

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from srgpu.images.files import encode_params, read_image_data, write_image_atomic  # noqa: E402
-from srgpu.batch.resume import Looked, Resume
+from srgpu.batch.resume import JobStat, Resume
 from srgpu.batch.tasks import OutputFolders, prepare_job
 from srgpu.images.upscale import _check_alpha, fit_to_format
 from srgpu.batch.plan import plan_batch  # noqa: E402
@@ -51,7 +51,7 @@ def srgpu_steps(folder: Path, out: Path, scale: int) -> dict[str, float]:
     t = dict.fromkeys(("look", "read", "resize", "write"), 0.0)
     for job in plan.jobs:
         t0 = time.perf_counter()
-        go = prepare_job(job, plan, folders, resume, Looked.at(job))
+        go = prepare_job(job, plan, folders, resume, JobStat.at(job))
         t1 = time.perf_counter()
         data = read_image_data(job.src, "bgr")
         _check_alpha(data.pixels, job.dst.suffix, job.src)

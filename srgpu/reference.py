@@ -38,7 +38,7 @@ FILTER_ALIGN = 64
 COLUMN_SPAN = 1024  # columns of one chunk's conv2 (a chunk and conv3's margins): a multiple of FILTER_ALIGN
 # conv2's GEMMs are this many columns wide: 32 x 64 x 128 = 2^18 multiply-adds, which OpenBLAS
 # runs on the calling thread (a GEMM split over its threads stalls when the machine is busy, and
-# the CPU engine's own workers share the cores); a whole row single-threaded is no faster.
+# the CPU engine's own threads share the cores); a whole row single-threaded is no faster.
 GEMM_COLUMNS = 128
 
 

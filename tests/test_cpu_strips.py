@@ -139,29 +139,29 @@ def test_bicubic_strips_bit_identical(dtype, rng, poisoned):
 
 
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
-@pytest.mark.parametrize("workers", [1, 2])
-def test_tile_follows_budget_not_width(arch, workers):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_tile_follows_budget_not_width(arch, threads):
     """128 MB at 12000, 24000 and 48000 output columns (a 6000x4000 photo at x2 and x4, and
-    wider): the same tile, whose estimated intermediates fit each worker's share of the budget,
+    wider): the same tile, whose estimated intermediates fit each thread's share of the budget,
     a hundred rows tall or more and whole chunks wide, whatever the width; a small plane is one
     tile."""
     model = random_model(arch)
     budget = 128 * 2**20
-    engine = CPUEngine(model, 2, tile_budget_bytes=budget, workers=workers)
+    engine = CPUEngine(model, 2, tile_budget_bytes=budget, threads=threads)
     plans = {engine.tile_plan((8000, width)) for width in (12000, 24000, 48000)}
     assert len(plans) == 1
     plan = plans.pop()
     columns = plan.chunks * plan.chunk + 2 * model.halo
-    assert srcnn_tile_bytes(model, plan.rows + 2 * model.halo, columns) <= budget // workers
-    assert plan.rows > 160 // workers and plan.chunk == column_chunk(model)
+    assert srcnn_tile_bytes(model, plan.rows + 2 * model.halo, columns) <= budget // threads
+    assert plan.rows > 160 // threads and plan.chunk == column_chunk(model)
     assert engine.tile_plan((100, 500)) == (100, 1, plan.chunk)
 
 
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 def test_peak_memory_within_budget_whatever_the_width(arch, rng):
     """Traced peak of a whole srcnn_plane call, less the plane's own input and output arrays,
-    stays within the budget on one worker and on two -- far below what the untiled computation
-    takes, and on one worker about the same for a plane four times as wide."""
+    stays within the budget on one thread and on two -- far below what the untiled computation
+    takes, and on one thread about the same for a plane four times as wide."""
     model = random_model(arch, seed=1)
     budget = 4 * 2**20
 
@@ -176,12 +176,12 @@ def test_peak_memory_within_budget_whatever_the_width(arch, rng):
 
     narrow, wide = random_plane(rng, (64, 128), np.uint8), random_plane(rng, (64, 512), np.uint8)
     peaks = {}
-    for workers in (1, 2):
-        engine = CPUEngine(model, 2, tile_budget_bytes=budget, chunk=64, workers=workers)
+    for threads in (1, 2):
+        engine = CPUEngine(model, 2, tile_budget_bytes=budget, chunk=64, threads=threads)
         engine.srcnn_plane(random_plane(rng, (8, 32), np.uint8), (16, 64), 255)  # warm caches
         for name, plane in (("narrow", narrow), ("wide", wide)):
-            peaks[workers, name] = peak(engine, plane, (128, 2 * plane.shape[1]))
-            assert peaks[workers, name] <= budget
+            peaks[threads, name] = peak(engine, plane, (128, 2 * plane.shape[1]))
+            assert peaks[threads, name] <= budget
     tracemalloc.start()
     try:
         whole_srcnn(narrow, (128, 256), model, 255, 64)

@@ -96,7 +96,7 @@ def test_readers_and_writers_work_at_once(tmp_path, cpu_engine, make_image, monk
     assert result.exit_code == 0 and len(result.done) == 12
     assert reads.most == 4 and writes.most == 4
     stages = result.stages
-    assert stages.workers == 4 and stages.images == 12
+    assert stages.threads == 4 and stages.images == 12
     assert stages.input_pixels == 12 * 30 and stages.output_pixels == 12 * 120
     assert stages.read >= 12 * 0.15 and stages.write >= 12 * 0.5 and stages.process > 0
     # one thread each: never two at once

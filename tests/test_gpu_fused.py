@@ -602,7 +602,7 @@ def test_tuner_hook_through_engine(cp) -> None:
     from srgpu.engine.gpu import GPUEngine
     from srgpu.kernels.build import device_limits
     from srgpu.engine.options import GPUOptions
-    from srgpu.engine.plans import FusedChoice, Plan, arithmetics_for
+    from srgpu.engine.plans import FusedChoice, KernelPlan, arithmetics_for
 
     model = random_model("9-1-5", seed=3, scale=2)
     configs = fused.fused_candidates(model, device_limits(0), arithmetics_for("auto", 10))
@@ -612,7 +612,7 @@ def test_tuner_hook_through_engine(cp) -> None:
     plane = random_plane((90, 121), np.uint8, rng)
     expect = CPUEngine(model, 2).srcnn_plane(plane, (180, 242), 255)
     for choice in choices:
-        engine = GPUEngine(model, 2, 0, GPUOptions(plan=Plan("fused", (), choice)))
+        engine = GPUEngine(model, 2, 0, GPUOptions(plan=KernelPlan("fused", (), choice)))
         got = engine.srcnn_plane(plane, (180, 242), 255)
         frac, worst = fused.agreement(got, expect)
         assert frac >= SPLIT_EQUAL and worst <= 1, choice.label
@@ -627,7 +627,7 @@ def test_wgmma_tile_through_engine(cp) -> None:
     from srgpu.engine.gpu import GPUEngine
     from srgpu.engine.options import GPUOptions
     from srgpu.kernels.build import device_limits
-    from srgpu.engine.plans import FusedChoice, Plan
+    from srgpu.engine.plans import FusedChoice, KernelPlan
 
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
@@ -637,7 +637,7 @@ def test_wgmma_tile_through_engine(cp) -> None:
     choice = FusedChoice("srgpu.kernels.fused", f"fused-{first.kernel}", first.params, first.arithmetic)
     plane = random_plane((90, 121), np.uint8, np.random.default_rng(67))
     expect = CPUEngine(model, 2).srcnn_plane(plane, (180, 242), 255)
-    engine = GPUEngine(model, 2, 0, GPUOptions(plan=Plan("fused", (), choice)))
+    engine = GPUEngine(model, 2, 0, GPUOptions(plan=KernelPlan("fused", (), choice)))
     got = engine.srcnn_plane(plane, (180, 242), 255)
     engine.close()
     frac, worst = fused.agreement(got, expect)

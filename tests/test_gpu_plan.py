@@ -1,6 +1,6 @@
 """CPU-side tests of the GPU engine's pure parts (run in CI, no GPU needed): launch-configuration
-checks, the candidate lists, plans and their cache, the tiling of a frame into strips, and the
-NumPy references the kernels are held to."""
+checks, the candidate lists, plans and their cache, and the NumPy references the kernels are
+held to (the tiling of a frame into strips: tests/test_bands.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from srgpu.engine.gpu import strips
 from srgpu.kernels import bicubic, conv
 from srgpu.kernels.build import load_source, sources_digest
 from srgpu.kernels.launch import H100_LIMITS, Launch, LaunchError, validate_launch
 from srgpu.model import random_model
-from srgpu.reference import srcnn_forward, srcnn_layers
+from srgpu.reference import srcnn_forward
 from srgpu.resize import imresize
-from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, Plan, PlanKey, default_plan, load_cached, plan_key, save_cached)
+from srgpu.engine.plans import (CACHE_VERSION, FusedChoice, LayerChoice, KernelPlan, PlanKey, default_plan, load_cached, plan_key, save_cached)
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")
 
@@ -122,17 +121,17 @@ def _key(**changes: object) -> PlanKey:
     return replace(key, **changes)
 
 
-def _tuned_plan(arch: str = "9-1-5") -> Plan:
+def _tuned_plan(arch: str = "9-1-5") -> KernelPlan:
     layers = conv.srcnn_layers(random_model(arch))
-    return Plan("layerwise", tuple(LayerChoice(l.name, conv.candidates(l)[-1], 1.5) for l in layers), None, 4.25, "tuned")
+    return KernelPlan("layerwise", tuple(LayerChoice(l.name, conv.candidates(l)[-1], 1.5) for l in layers), None, 4.25, "tuned")
 
 
 def test_plan_round_trips_through_dict() -> None:
     plan = _tuned_plan()
-    back = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    back = KernelPlan.from_dict(json.loads(json.dumps(plan.to_dict())))
     assert back.layers == plan.layers and back.ms == plan.ms and back.kind == "layerwise"
-    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused_fp16", (("tile", 32),), "fp16"), 0.4)
-    back = Plan.from_dict(json.loads(json.dumps(fused.to_dict())))
+    fused = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused_fp16", (("tile", 32),), "fp16"), 0.4)
+    back = KernelPlan.from_dict(json.loads(json.dumps(fused.to_dict())))
     assert back.fused == fused.fused and "fused_fp16 fp16 tile=32" in back.describe()
 
 
@@ -155,10 +154,10 @@ def test_cache_written_by_engines_on_many_threads_at_once(tmp_path: Path) -> Non
     from concurrent.futures import ThreadPoolExecutor
 
     key, layers = _key(), conv.srcnn_layers(random_model("9-1-5"))
-    plans = [Plan("layerwise", _tuned_plan().layers, None, 1.0 + i) for i in range(16)]
+    plans = [KernelPlan("layerwise", _tuned_plan().layers, None, 1.0 + i) for i in range(16)]
     start = threading.Barrier(len(plans))
 
-    def save(plan: Plan) -> Path | None:
+    def save(plan: KernelPlan) -> Path | None:
         start.wait()
         return save_cached(key, plan, (), tmp_path)
 
@@ -215,7 +214,7 @@ def test_cached_plan_for_another_architecture_is_rejected(tmp_path: Path) -> Non
     plan_ok = load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5")))
     assert plan_ok is None or all(not c.config.problems(l) for c, l in
                                   zip(plan_ok.layers, conv.srcnn_layers(random_model("9-1-5"))))
-    bad = Plan("layerwise", (LayerChoice("conv1", conv.ConvConfig("v4", 32, 4, 4, 8, 1)),) + _tuned_plan().layers[1:])
+    bad = KernelPlan("layerwise", (LayerChoice("conv1", conv.ConvConfig("v4", 32, 4, 4, 8, 1)),) + _tuned_plan().layers[1:])
     save_cached(key, bad, (), tmp_path)
     assert load_cached(key, tmp_path, conv.srcnn_layers(random_model("9-1-5"))) is None
 
@@ -234,36 +233,6 @@ def test_default_plan_is_valid_for_every_arch() -> None:
         plan = default_plan(model)
         plan.check(conv.srcnn_layers(model))
         assert plan.kind == "layerwise" and len(plan.layers) == 3
-
-
-# ---------------------------------------------------------------- strips (tiling)
-
-
-@pytest.mark.parametrize("H, rows, halo", [(100, 100, 8), (100, 1000, 8), (100, 40, 8), (101, 17, 8), (33, 19, 9)])
-def test_strips_cover_every_row_once_with_halos(H: int, rows: int, halo: int) -> None:
-    parts = strips(H, rows, halo)
-    kept = np.concatenate([np.arange(s.r0, s.r1) for s in parts])
-    assert np.array_equal(kept, np.arange(H))
-    for s in parts:
-        assert s.a1 - s.a0 <= rows
-        assert s.a0 == max(0, s.r0 - halo) and s.a1 == min(H, s.r1 + halo)
-
-
-def test_strips_refuse_a_strip_smaller_than_its_halos() -> None:
-    with pytest.raises(ValueError):
-        strips(100, 16, 8)
-
-
-def test_stripped_network_equals_the_whole_frame() -> None:
-    """The engine's tiling, run with the CPU layers (float64): the untiled result, up to the CPU
-    GEMM's size-dependent rounding; a wrong halo would be off by far more."""
-    model = random_model("9-5-5", seed=3)
-    y = np.random.default_rng(0).random((61, 23))
-    whole = srcnn_layers(y, model)
-    out = np.full_like(whole, np.nan)
-    for s in strips(61, 2 * model.halo + 5, model.halo):
-        out[s.r0:s.r1] = srcnn_layers(y[s.a0:s.a1], model)[s.r0 - s.a0:s.r1 - s.a0]
-    assert np.max(np.abs(out - whole)) < 1e-12
 
 
 # ---------------------------------------------------------------- references
@@ -420,8 +389,8 @@ def test_a_new_size_starts_from_a_cached_plan_of_another_size(tmp_path: Path) ->
     planner = _FakePlanner()
     engine = _policy_engine(tmp_path, planner, notices)
     model = engine.model
-    fused = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
-    far = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 32),), "fp16-fast"), 0.9, "tuned")
+    fused = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    far = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 32),), "fp16-fast"), 0.9, "tuned")
     save_cached(plan_key(H100_LIMITS.key, model.arch, (1080, 1920), (2160, 3840), "auto", 8), fused, (), tmp_path)
     save_cached(plan_key(H100_LIMITS.key, model.arch, (100, 100), (300, 300), "auto", 8), far, (), tmp_path)
     for other in (plan_key(H100_LIMITS.key, model.arch, (720, 1280), (1440, 2560), "fp32", 8),
@@ -476,13 +445,13 @@ def test_a_cached_plan_that_fails_its_self_check_is_chosen_again(tmp_path: Path)
     engine.options = replace(engine.options, self_check=True)
     checked: list[tuple[str, int]] = []
 
-    def check_plan(plan: Plan, bits: int = 8) -> None:
+    def check_plan(plan: KernelPlan, bits: int = 8) -> None:
         checked.append((plan.kind, bits))
         if plan.kind == "fused":
             raise EngineError("plan fused-tc failed its self-check at 8 bits: output up to 3 levels from the reference")
 
     engine.check_plan = check_plan
-    bad = Plan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
+    bad = KernelPlan("fused", (), FusedChoice("srgpu.kernels.fused", "fused-tc", (("th", 64),), "fp16-fast"), 0.5, "tuned")
     save_cached(plan_key(H100_LIMITS.key, engine.model.arch, (10, 10), (20, 20), "auto", 8), bad, (), tmp_path)
     plan = engine.plan_for((10, 10), (20, 20), 8)
     assert plan.source == "tuned 8" and planner.measured == [((20, 20), 8)]

@@ -23,9 +23,9 @@ from ..errors import ImageFileError
 from ..outputs import OutputExistsError
 from .stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from ..video.options import VideoOptions
-from .plan import BatchError, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback, Plan
+from .plan import BatchError, BatchPlan, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback
 from ..images.upscale import DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format
-from .resume import Go, Looked, Resume
+from .resume import JobStat, Resume, ToRun
 from .tasks import OutputFolders, _failure, _video_job, naming, prepare_job
 
 if TYPE_CHECKING:
@@ -65,24 +65,25 @@ class ImageOptions:
             raise BatchError("--max-megapixels must be more than 0")
 
     @property
-    def workers(self) -> int:
+    def threads(self) -> int:
+        """Reader threads, and as many writer threads (``jobs``, else one per core)."""
         return self.jobs if self.jobs is not None else cpu_cores()
 
 
-READ_AHEAD_PER_WORKER = 2  # images being decoded or waiting for the engine, per reader thread
+READ_AHEAD_PER_THREAD = 2  # images being decoded or waiting for the engine, per reader thread
 FIRST_RATIO = 8.0  # decoded bytes per file byte assumed before any image was read (JPEG ~10, PNG ~2)
 
 
 
 @dataclass
-class _Ahead:
+class _Prepared:
     """A job whose preparation is done: its outcome if it does not run, else how it runs and (an
     image) its read on a reader thread, with the bytes the budget holds for it."""
 
     index: int
     job: Job
     started: float
-    go: Outcome | Go
+    go: Outcome | ToRun
     read: Future | None = None
     held: int = 0
     source_bytes: int = 0  # the file's size when it was looked at
@@ -93,25 +94,25 @@ class _InFlight:
     index: int
     job: Job
     started: float
-    go: Go
+    go: ToRun
     data: ImageData
     ticket: object
     held: int
 
 
 class _Readers:
-    """Images decoded on ``workers`` threads ahead of the engine, as far as the count and the
+    """Images decoded on ``threads`` threads ahead of the engine, as far as the count and the
     memory budget let (srgpu.batch.stages.Budget: only while there is room, never blocking)."""
 
-    def __init__(self, workers: int, order: ChannelOrder, budget: Budget, clock: StageClock,
+    def __init__(self, threads: int, order: ChannelOrder, budget: Budget, clock: StageClock,
                  max_pixels: int | None = DEFAULT_MAX_PIXELS) -> None:
         self.order = order
         self.max_pixels = max_pixels
         self.budget = budget
         self.clock = clock
-        self.limit = READ_AHEAD_PER_WORKER * workers
+        self.limit = READ_AHEAD_PER_THREAD * threads
         self.ratio = FIRST_RATIO  # decoded bytes per file byte, the largest seen so far
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-reader")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="srgpu-image-reader")
 
     def estimate(self, source_bytes: int) -> int:
         """Decoded bytes expected of a file of ``source_bytes`` (0 for one that cannot be looked at:
@@ -130,23 +131,23 @@ class _Readers:
         finally:
             self.clock.add("read", time.perf_counter() - t0)
 
-    def result(self, ahead: _Ahead) -> ImageData | Outcome:
+    def result(self, entry: _Prepared) -> ImageData | Outcome:
         """The decoded image (the budget now holds its real size), or the job's failure."""
         t0 = time.perf_counter()
         try:
-            data = ahead.read.result()  # type: ignore[union-attr]
+            data = entry.read.result()  # type: ignore[union-attr]
         except ImageFileError as e:
-            return Outcome(ahead.job, "failed", naming(ahead.job.src, str(e)))
+            return Outcome(entry.job, "failed", naming(entry.job.src, str(e)))
         except (OSError, MemoryError) as e:
-            return Outcome(ahead.job, "failed", f"{ahead.job.src}: {type(e).__name__}: {e}")
+            return Outcome(entry.job, "failed", f"{entry.job.src}: {type(e).__name__}: {e}")
         finally:
             self.clock.add("wait_read", time.perf_counter() - t0)
-            self.budget.give_read(ahead.held)
-            ahead.held = 0
-        ahead.held = data.pixels.nbytes
-        self.budget.take_read(ahead.held)
-        if ahead.source_bytes:
-            self.ratio = max(self.ratio, data.pixels.nbytes / ahead.source_bytes)
+            self.budget.give_read(entry.held)
+            entry.held = 0
+        entry.held = data.pixels.nbytes
+        self.budget.take_read(entry.held)
+        if entry.source_bytes:
+            self.ratio = max(self.ratio, data.pixels.nbytes / entry.source_bytes)
         return data
 
     def close(self) -> None:
@@ -154,24 +155,24 @@ class _Readers:
 
 
 class _Writers:
-    """Encodes and writes upscaled images on ``workers`` threads while the calling thread reads
+    """Encodes and writes upscaled images on ``threads`` threads while the calling thread reads
     and upscales the next ones; each outcome goes into ``outcomes`` under its job's index. An
     exception that is not a per-file failure (a bug, or KeyboardInterrupt raised inside a write)
     stops the writing and is raised again in the calling thread."""
 
-    def __init__(self, workers: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
+    def __init__(self, threads: int, resume: Resume | None, budget: Budget, outcomes: InOrder[Outcome],
                  clock: StageClock, png_compression: int | None) -> None:
         self.resume = resume
         self.budget = budget
         self.outcomes = outcomes
         self.clock = clock
         self.png_compression = png_compression
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="srgpu-image-writer")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="srgpu-image-writer")
         self._futures: set[Future] = set()
         self._error: BaseException | None = None
         self._stop = False  # set on a fatal error or an interrupt: queued writes are not started
 
-    def submit(self, index: int, job: Job, data: ImageData, go: Go, started: float) -> None:
+    def submit(self, index: int, job: Job, data: ImageData, go: ToRun, started: float) -> None:
         self.raise_error()
         nbytes = data.pixels.nbytes
         t0 = time.perf_counter()
@@ -181,7 +182,7 @@ class _Writers:
         self._futures.add(future)
         future.add_done_callback(self._futures.discard)
 
-    def _run(self, index: int, job: Job, data: ImageData, go: Go, started: float, nbytes: int) -> None:
+    def _run(self, index: int, job: Job, data: ImageData, go: ToRun, started: float, nbytes: int) -> None:
         try:
             if self._stop:
                 return  # stopping: nothing more is written (the job gets no outcome)
@@ -198,7 +199,7 @@ class _Writers:
         finally:
             self.budget.give_write(nbytes)
 
-    def _write(self, job: Job, data: ImageData, go: Go) -> Outcome:
+    def _write(self, job: Job, data: ImageData, go: ToRun) -> Outcome:
         if self.resume:
             self.resume.begin(job)
         try:
@@ -242,7 +243,7 @@ class _Writers:
         self._error = None
 
 
-def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
+def run_batch(plan: BatchPlan, engine: Engine, video: VideoOptions = VideoOptions(),
               on_start: FileCallback | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, on_rows: RowsCallback | None = None,
               images: ImageOptions = ImageOptions(), video_plan: "VideoJob | None" = None) -> BatchResult:
@@ -269,18 +270,18 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
     reported: list[Outcome] = []
     outcomes: InOrder[Outcome] = InOrder()
     clock = StageClock()
-    workers = images.workers
+    threads = images.threads
     budget = Budget(images.memory_bytes or default_budget())
     folders = OutputFolders()
     resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
-    readers = _Readers(workers, processor.order, budget, clock, images.max_pixels)
-    writers = _Writers(workers, resume, budget, outcomes, clock, images.png_compression)
-    ahead: deque[_Ahead] = deque()
+    readers = _Readers(threads, processor.order, budget, clock, images.max_pixels)
+    writers = _Writers(threads, resume, budget, outcomes, clock, images.png_compression)
+    ahead: deque[_Prepared] = deque()
     in_flight: deque[_InFlight] = deque()
     planned = 0
-    looked_at: tuple[int, Looked] | None = None
+    looked_at: tuple[int, JobStat] | None = None
 
     def report() -> None:
         for outcome in outcomes.ready():
@@ -294,21 +295,21 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         while planned < len(plan.jobs) and len(ahead) < readers.limit:
             job = plan.jobs[planned]
             if looked_at is None or looked_at[0] != planned:  # once per job, however often its turn is put off
-                looked_at = (planned, Looked.at(job))
+                looked_at = (planned, JobStat.at(job))
             looked = looked_at[1]
             estimate = readers.estimate(looked.source_bytes) if job.kind == "image" else 0
             if ahead and estimate and not readers.budget.room_for_read(estimate):
                 return  # the engine works on what is read meanwhile, freeing room
-            entry = _Ahead(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
+            entry = _Prepared(planned, job, time.perf_counter(), prepare_job(job, plan, folders, resume, looked),
                            source_bytes=looked.source_bytes)
-            if job.kind == "image" and isinstance(entry.go, Go):
+            if job.kind == "image" and isinstance(entry.go, ToRun):
                 entry.held = estimate
                 budget.take_read(estimate)
                 entry.read = readers.start(job)
             ahead.append(entry)
             planned += 1
 
-    def hand_on(item: _InFlight) -> None:
+    def to_writer(item: _InFlight) -> None:
         """The oldest image on the engine, waited for and handed to a writer."""
         t0 = time.perf_counter()
         try:
@@ -322,7 +323,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         clock.add("output_pixels", 0.0, pixels.shape[0] * pixels.shape[1])
         writers.submit(item.index, item.job, replace(item.data, pixels=pixels), item.go, item.started)
 
-    def run_image(entry: _Ahead) -> None:
+    def run_image(entry: _Prepared) -> None:
         data = readers.result(entry)
         if isinstance(data, Outcome):
             outcomes.put(entry.index, replace(data, seconds=time.perf_counter() - entry.started))
@@ -343,11 +344,11 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         # the oldest is waited for once enough are queued; before that, whatever is done already
         # goes on to the writers at once (they would otherwise idle while groups fill)
         while in_flight and (len(in_flight) > processor.in_flight or _ready(in_flight[0].ticket)):
-            hand_on(in_flight.popleft())
+            to_writer(in_flight.popleft())
 
     def finish_in_flight() -> None:
         while in_flight:
-            hand_on(in_flight.popleft())
+            to_writer(in_flight.popleft())
 
     try:
         while planned < len(plan.jobs) or ahead:
@@ -385,7 +386,7 @@ def run_batch(plan: Plan, engine: Engine, video: VideoOptions = VideoOptions(),
         processor.close()
         if resume is not None:
             resume.close()  # after the writers: every output they published is in the journal
-    return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, workers))
+    return BatchResult(tuple(reported), time.perf_counter() - started, plan.single, StageTimes.of(clock, threads))
 
 
 def _ready(ticket: object) -> bool:

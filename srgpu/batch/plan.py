@@ -83,7 +83,9 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Plan:
+class BatchPlan:
+    """The files of one run (a file, or a folder tree) and where each output goes."""
+
     jobs: tuple[Job, ...]
     single: bool  # one file given on the command line (errors are the run's errors, no summary)
     overwrite: bool
@@ -187,7 +189,7 @@ def walk(folder: Path, exclude: Path | None = None) -> list[Path]:
     return found
 
 
-def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, overwrite: bool = False) -> Plan:
+def plan_batch(input_path: Path, output_path: Path, fmt: str | None = None, overwrite: bool = False) -> BatchPlan:
     """Decide every (source, destination) pair, or raise BatchError for a request that cannot work.
 
     One file: ``output_path`` is the output file, or an existing folder to put it in; its folder must
@@ -222,7 +224,7 @@ def _looks_like_a_file(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_EXTENSIONS or is_video(path)
 
 
-def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
+def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> BatchPlan:
     kind = media_kind(src)
     if kind == "unsupported":
         raise BatchError(unsupported(src))
@@ -245,11 +247,11 @@ def _plan_file(src: Path, out: Path, fmt: str | None, overwrite: bool) -> Plan:
     if out.exists() and not overwrite:
         raise BatchError(f"{out}: output exists (use --overwrite to replace it)")
     _check_writable(out.parent)
-    return Plan((Job(src, out, kind),), single=True, overwrite=overwrite, input_root=src.parent,
+    return BatchPlan((Job(src, out, kind),), single=True, overwrite=overwrite, input_root=src.parent,
                 output_root=out.parent)
 
 
-def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool) -> Plan:
+def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool) -> BatchPlan:
     if _same(src_dir, out_dir):
         raise BatchError(f"{out_dir}: output folder is the input folder")
     if out_dir.exists() and not out_dir.is_dir():
@@ -280,7 +282,7 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
     if not jobs:
         raise BatchError(f"{src_dir}: no files to upscale")
     _check_writable(out_dir if out_dir.is_dir() else out_dir.parent)
-    return Plan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
+    return BatchPlan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
 
 
 # ---------------------------------------------------------------- the batch

@@ -34,8 +34,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 from .tasks import FileResult, FileTask
 from ..images.upscale import DEFAULT_MAX_PIXELS
-from .plan import BatchResult, Outcome, Plan
-from .resume import Go, Resume
+from .plan import BatchPlan, BatchResult, Outcome
+from .resume import Resume, ToRun
 from .tasks import OutputFolders, naming, prepare_job
 from ..model import SRCNNModel
 from ..video.options import VideoOptions
@@ -54,7 +54,7 @@ class FileRunner(Protocol):
             on_error: Callable[[Any, str], None] | None = None) -> None: ...
 
 
-def may_use_workers(plan: Plan, explicit: bool, cluster: bool = False) -> bool:
+def may_use_workers(plan: BatchPlan, explicit: bool, cluster: bool = False) -> bool:
     """Whether a batch may run on workers, before they are planned (planning looks at the GPUs):
     ``explicit``, the user gave --workers or --gpus; ``cluster``, --cluster."""
     if plan.single:
@@ -62,13 +62,13 @@ def may_use_workers(plan: Plan, explicit: bool, cluster: bool = False) -> bool:
     return cluster or explicit or sum(job.kind == "video" for job in plan.jobs) >= 2
 
 
-def use_workers(plan: Plan, workers: int, explicit: bool, cluster: bool = False) -> bool:
+def use_workers(plan: BatchPlan, workers: int, explicit: bool, cluster: bool = False) -> bool:
     """Whether a batch runs on workers (see the module's docstring); ``workers``: how many the
     worker plan (srgpu.batch.pool.plan_workers) or the cluster has."""
     return may_use_workers(plan, explicit, cluster) and (cluster or workers >= 2)
 
 
-def run_files(plan: Plan, runner: FileRunner, model: SRCNNModel, scale: int, video: VideoOptions = VideoOptions(),
+def run_files(plan: BatchPlan, runner: FileRunner, model: SRCNNModel, scale: int, video: VideoOptions = VideoOptions(),
               png_compression: int | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> BatchResult:
     """Every job of a folder ``plan`` as a FileTask on ``runner``, by ``scale`` with ``model``
@@ -83,7 +83,7 @@ def run_files(plan: Plan, runner: FileRunner, model: SRCNNModel, scale: int, vid
     resume = Resume(plan, model, scale, video)
     folders = OutputFolders()
     outcomes: dict[int, Outcome] = {}
-    going: dict[int, Go] = {}
+    going: dict[int, ToRun] = {}
 
     def record(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome

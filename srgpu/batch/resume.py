@@ -10,14 +10,14 @@ from ..manifest import (Fingerprint, Manifest, Record, Settings, VideoSettings, 
                         recorded_values, settings_fingerprint)
 from ..model import SRCNNModel
 from ..video.options import VideoOptions
-from .plan import Job, Outcome, Plan, _inside, video_api
+from .plan import BatchPlan, Job, Outcome, _inside, video_api
 
 
 _VIDEO_KEYS = ("codec", "crf", "preset", "pix_fmt", "encoder_args", "video_stream", "deinterlace")
 
 
 @dataclass(frozen=True)
-class Go:
+class ToRun:
     """A job that is to run: whether publishing its output may replace what is at its name, the
     source as it was before it was read, and why an existing output is made again ('' if not)."""
 
@@ -72,7 +72,7 @@ def _differences(old: dict, values: dict | None, new: Settings) -> str:
 
 
 @dataclass(frozen=True)
-class Looked:
+class JobStat:
     """One look at a job's source and output (os.stat each, or why not; ``output`` None: nothing
     there), taken once and shared by every decision about the job: a folder of small images pays
     for each system call, and each one gives the GIL to the reader and writer threads."""
@@ -81,7 +81,7 @@ class Looked:
     output: os.stat_result | OSError | None
 
     @classmethod
-    def at(cls, job: Job) -> "Looked":
+    def at(cls, job: Job) -> "JobStat":
         output = _stat(job.dst)
         return cls(_stat(job.src), None if isinstance(output, FileNotFoundError) else output)
 
@@ -124,7 +124,7 @@ class Resume:
       srgpu never replaces a file it did not make unless told to.
     """
 
-    def __init__(self, plan: Plan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
+    def __init__(self, plan: BatchPlan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
         self.identity = model_identity(model, scale)
@@ -133,15 +133,15 @@ class Resume:
         self._videos: dict[str, Settings] = {}  # by output extension: the codec follows the container
         self.inputs = _file_ids(job.src for job in plan.jobs)
 
-    def decide(self, job: Job, looked: Looked | None = None) -> Outcome | Go:
-        looked = looked or Looked.at(job)
+    def decide(self, job: Job, looked: JobStat | None = None) -> Outcome | ToRun:
+        looked = looked or JobStat.at(job)
         if isinstance(looked.source, OSError):
             e = looked.source
             return Outcome(job, "failed", f"{job.src}: cannot read ({e.strerror or e})")
         source = Fingerprint(looked.source.st_size, looked.source.st_mtime_ns)
         st = looked.output
         if st is None:
-            return Go(self.plan.overwrite, source)
+            return ToRun(self.plan.overwrite, source)
         if isinstance(st, OSError):
             return Outcome(job, "failed", f"{job.dst}: cannot look at the output ({st.strerror or st})")
         if (st.st_dev, st.st_ino) in self.inputs:
@@ -156,14 +156,14 @@ class Resume:
                else self._stale(job, record, st.st_size, source))  # type: ignore[arg-type]
         if not why and not self.plan.overwrite:
             return Outcome(job, "skipped", f"{job.dst}: done by an earlier run with the same settings")
-        return Go(True, source, why)
+        return ToRun(True, source, why)
 
-    def _unrecorded(self, job: Job, source: Fingerprint) -> Outcome | Go:
+    def _unrecorded(self, job: Job, source: Fingerprint) -> Outcome | ToRun:
         if _inside(job.dst, self.plan.input_root):
             return Outcome(job, "failed", f"{job.dst}: is a file of the input folder {self.plan.input_root} that "
                                           "srgpu did not make; an input is never replaced, even with --overwrite")
         if self.plan.overwrite:
-            return Go(True, source)
+            return ToRun(True, source)
         return Outcome(job, "skipped", f"{job.dst}: exists, and srgpu has no record of making it; left as it is "
                                        "(--overwrite replaces it)", unrecorded=True)
 
@@ -212,7 +212,7 @@ class Resume:
         if (rel := self._rel(job.dst, self.plan.output_root)) is not None:
             self.manifest.begin(rel)
 
-    def finish(self, job: Job, go: Go, size: int) -> None:
+    def finish(self, job: Job, go: ToRun, size: int) -> None:
         rel, src = self._rel(job.dst, self.plan.output_root), self._rel(job.src, self.plan.input_root)
         if rel is None or src is None or go.source is None:
             return

@@ -28,7 +28,7 @@ from ..engine import Engine, EngineError, GPUOptions, create_engine
 from ..model import DEFAULT_ARCH, SRCNNModel, resolve_model
 from ..video.options import VideoOptions
 from .local import ImageOptions, run_batch
-from .plan import BatchResult, Job, Plan, plan_batch
+from .plan import BatchPlan, BatchResult, Job, plan_batch
 
 if TYPE_CHECKING:
     from ..batch.tasks import Outcome
@@ -65,7 +65,7 @@ class RunResult:
     and workers); ``video`` with ``chunks``, ``reused_chunks``, ``reused_frames`` (chunks made by an
     interrupted run and kept) and ``seconds`` (this run's wall time): a chunked video."""
 
-    plan: Plan
+    plan: BatchPlan
     route: str
     batch: BatchResult | None = None
     video: "VideoResult | None" = None
@@ -120,7 +120,7 @@ class Callbacks:
     def say(self, message: str) -> None:
         """A line for a person: which device, a note, how a video is cut."""
 
-    def planned(self, plan: Plan) -> None:
+    def planned(self, plan: BatchPlan) -> None:
         """The jobs, once planned (before the model is resolved)."""
 
     def model(self, model: SRCNNModel) -> None:
@@ -132,13 +132,13 @@ class Callbacks:
     def workers(self, description: str, gpu: bool) -> None:
         """The workers a run uses (worker processes or a cluster): described, and whether on GPUs."""
 
-    def batch_progress(self, plan: Plan) -> BatchProgress:
+    def batch_progress(self, plan: BatchPlan) -> BatchProgress:
         return _Silent()  # type: ignore[return-value]
 
     def chunk_progress(self, name: str) -> ChunkProgress:
         return _Silent()  # type: ignore[return-value]
 
-    def files_progress(self, plan: Plan) -> FilesProgress:
+    def files_progress(self, plan: BatchPlan) -> FilesProgress:
         return _Silent()  # type: ignore[return-value]
 
 
@@ -270,7 +270,7 @@ def _forget_finished_chunks(output: Path, say: Say) -> None:
             "that run left were removed")
 
 
-def _upscale_in_chunks(plan: Plan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
+def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
                        cb: Callbacks) -> "RunResult | VideoJob":
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; else
     its job as planned there, for the single pipeline (a short video: said only when chunks were
@@ -345,7 +345,7 @@ def _upscale_in_chunks(plan: Plan, srcnn: SRCNNModel, o: UpscaleOptions, cluster
                      reused_frames=counted.reused_frames, seconds=time.monotonic() - started)
 
 
-def folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
+def folder_encoder(plan: BatchPlan, video: VideoOptions) -> str | None:
     """The encoder every video of a folder gets, if they share one (the default worker count
     depends on it: srgpu.batch.pool.default_workers); None where they differ or one cannot be decided
     now (that file's own error comes when it runs)."""
@@ -359,7 +359,7 @@ def folder_encoder(plan: Plan, video: VideoOptions) -> str | None:
     return encoders.pop() if len(encoders) == 1 else None
 
 
-def _upscale_folder_on_workers(plan: Plan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
+def _upscale_folder_on_workers(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
                                cb: Callbacks) -> BatchResult | str:
     """A folder whose files go to the chunk workers, one file per task (srgpu.batch.pool_files: when
     that pays); else the device its in-process run uses (the one --gpus names for one worker)."""

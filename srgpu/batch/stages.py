@@ -105,11 +105,11 @@ class StageClock:
 @dataclass(frozen=True)
 class StageTimes:
     """Where a batch's images spent their time, in seconds: reading (decode, orientation) and
-    writing (format conversion, encode, publish, manifest) summed over the worker threads; the
+    writing (format conversion, encode, publish, manifest) summed over the reader and writer threads; the
     engine's stage (upload, upscale, download, or the CPU engine's whole work) and the calling
     thread's waits, on the calling thread."""
 
-    workers: int  # reader threads, and as many writer threads
+    threads: int  # reader threads, and as many writer threads
     read: float
     process: float
     write: float
@@ -120,14 +120,15 @@ class StageTimes:
     output_pixels: int
 
     @classmethod
-    def of(cls, clock: StageClock, workers: int) -> "StageTimes":
+    def of(cls, clock: StageClock, threads: int) -> "StageTimes":
         s, c = clock.seconds, clock.counts
-        return cls(workers, s.get("read", 0.0), s.get("process", 0.0), s.get("write", 0.0),
+        return cls(threads, s.get("read", 0.0), s.get("process", 0.0), s.get("write", 0.0),
                    s.get("wait_read", 0.0), s.get("wait_write", 0.0), c.get("process", 0),
                    c.get("input_pixels", 0), c.get("output_pixels", 0))
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"workers": self.workers, "read_s": round(self.read, 4), "process_s": round(self.process, 4),
+        # "workers": the key srgpu bench FOLDER --json has always written for the reader threads
+        return {"workers": self.threads, "read_s": round(self.read, 4), "process_s": round(self.process, 4),
                 "write_s": round(self.write, 4), "waiting_for_reads_s": round(self.waiting_for_reads, 4),
                 "waiting_for_writes_s": round(self.waiting_for_writes, 4), "images": self.images,
                 "input_pixels": self.input_pixels, "output_pixels": self.output_pixels}

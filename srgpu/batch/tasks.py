@@ -30,8 +30,8 @@ from ..images.files import read_image_data, write_image_atomic
 from ..images.upscale import RowsCallback, _check_alpha, fit_to_format, image_processor_for
 from ..outputs import OutputExistsError
 from ..video.options import VideoOptions
-from .plan import FramesCallback, Job, Outcome, Plan, _same, unsupported, video_api
-from .resume import Go, Looked, Resume
+from .plan import BatchPlan, FramesCallback, Job, Outcome, _same, unsupported, video_api
+from .resume import JobStat, Resume, ToRun
 
 if TYPE_CHECKING:
     from ..engine.imageproc import ImageProcessor
@@ -157,15 +157,15 @@ class OutputFolders:
             outputs.remove(outputs.stale_temps_in(folder))
 
 
-def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | None,
-                looked: Looked | None = None) -> Outcome | Go:
+def prepare_job(job: Job, plan: BatchPlan, folders: OutputFolders, resume: Resume | None,
+                looked: JobStat | None = None) -> Outcome | ToRun:
     """The job's outcome if it cannot or need not run; else how it runs (its output folder made
     ready). ``looked``: the job's source and output as already looked at (else looked at here)."""
     if job.kind == "unsupported":
         return Outcome(job, "failed", unsupported(job.src))
     if job.problem:
         return Outcome(job, "failed", job.problem)
-    looked = looked or Looked.at(job)
+    looked = looked or JobStat.at(job)
     output = looked.output if isinstance(looked.output, os.stat_result) else None
     # (a folder run's Resume refuses an output that is one of the inputs, by file identity)
     if resume is None and _same(job.src, job.dst):
@@ -177,7 +177,7 @@ def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | N
     elif output is not None and not plan.overwrite:  # one file: planning refused this, unless it appeared since
         go = Outcome(job, "failed", f"{job.dst}: output exists (use --overwrite to replace it)")
     else:
-        go = Go(plan.overwrite)
+        go = ToRun(plan.overwrite)
     if isinstance(go, Outcome):
         return go
     try:
@@ -187,7 +187,7 @@ def prepare_job(job: Job, plan: Plan, folders: OutputFolders, resume: Resume | N
     return go
 
 
-def _video_job(job: Job, go: Go, engine: Engine, video: VideoOptions,
+def _video_job(job: Job, go: ToRun, engine: Engine, video: VideoOptions,
                on_frames: FramesCallback | None, resume: Resume | None, planned: VideoJob | None = None) -> Outcome:
     if resume:
         resume.begin(job)

@@ -16,7 +16,7 @@ from .. import __version__
 from ..engine import Engine, EngineError, GPUOptions, create_engine
 from ..errors import ImageFileError
 from ..images.upscale import DEFAULT_MAX_PIXELS
-from ..batch.plan import BatchError, Plan, plan_batch
+from ..batch.plan import BatchError, BatchPlan, plan_batch
 from ..batch.local import ImageOptions, run_batch
 from ..batch.route import (Callbacks, UpscaleOptions, describe_engine, folder_encoder, make_engine,
                            upscale as route_upscale)
@@ -142,7 +142,7 @@ class _Shown(Callbacks):
     def say(self, message: str) -> None:
         _info(message, self.quiet)
 
-    def planned(self, plan: Plan) -> None:
+    def planned(self, plan: BatchPlan) -> None:
         self.report.plan = plan
 
     def model(self, model: SRCNNModel) -> None:
@@ -155,7 +155,7 @@ class _Shown(Callbacks):
     def workers(self, description: str, gpu: bool) -> None:
         self.report.workers(description, gpu=gpu)
 
-    def batch_progress(self, plan: Plan) -> _Progress:
+    def batch_progress(self, plan: BatchPlan) -> _Progress:
         progress = _Progress(plan, self.quiet)
         progress.done = self.report.watch(progress.done)  # type: ignore[method-assign]
         return progress
@@ -163,7 +163,7 @@ class _Shown(Callbacks):
     def chunk_progress(self, name: str) -> _ChunkBar:
         return _ChunkBar(name, self.quiet)
 
-    def files_progress(self, plan: Plan) -> _FilesProgress:
+    def files_progress(self, plan: BatchPlan) -> _FilesProgress:
         return _FilesProgress(plan, self.quiet)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from tqdm import tqdm
-from ..batch.plan import Job, Outcome, Plan
+from ..batch.plan import BatchPlan, Job, Outcome
 from .output import _file_outcome, _info
 
 
@@ -89,7 +89,7 @@ class _Progress:
     """Progress for a batch: files (images/s, ETA) and, inside a video, frames (fps, ETA); bars on a
     terminal, plain periodic lines in a log."""
 
-    def __init__(self, plan: Plan, quiet: bool) -> None:
+    def __init__(self, plan: BatchPlan, quiet: bool) -> None:
         self.quiet = quiet
         self.single = plan.single
         self.files: tqdm | _LogBar | None = None
@@ -193,7 +193,7 @@ class _FilesProgress:
     folder holds videos, one over the frames every worker makes (a worker that dies takes its
     frames back); a failed file's error and every note as each file's outcome comes."""
 
-    def __init__(self, plan: Plan, quiet: bool) -> None:
+    def __init__(self, plan: BatchPlan, quiet: bool) -> None:
         self.quiet = quiet
         self.files: tqdm | _LogBar | None = None
         self.frames_bar: tqdm | _LogBar | None = None

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, TextIO
 from .. import __version__
 
 if TYPE_CHECKING:
-    from ..batch.plan import BatchResult, Job, Outcome, Plan
+    from ..batch.plan import BatchPlan, BatchResult, Job, Outcome
     from ..video.api import VideoResult
     from ..video.options import EncodeOptions
 
@@ -249,7 +249,7 @@ class JsonReport:
     settings: RunSettings = field(default_factory=RunSettings)
     entries: list[InputSummary] = field(default_factory=list)
     enabled: bool = True  # False: collects nothing, prints nothing (a run without --json)
-    plan: "Plan | None" = None
+    plan: "BatchPlan | None" = None
     seen: list[InputSummary] = field(default_factory=list)  # outcomes as they came (a run stopped midway)
     printed: bool = False
 

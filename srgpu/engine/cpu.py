@@ -21,41 +21,31 @@ Bicubic-only planes (chroma, alpha) go in strips of whole rows: a few float32 ro
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ..model import SRCNNModel
 from ..reference import COLUMN_SPAN, aligned_width, column_chunk, input_columns, srcnn_columns
 from ..resize import imresize_region, imresize_rows
+from .bands import Band, bands
 from .base import Engine, from_unit_float, to_unit_float
 from ..cpus import cpu_cores
-from .workers import run_all
+from .threads import run_all
 
-TILE_BUDGET_BYTES = 256 * 2**20  # intermediates of the tiles being computed, all workers together
-MIN_TILE_BYTES = 64 * 2**20  # a worker's share no smaller: ~100 rows of a chunk, so the halo rows cost ~10 %
+TILE_BUDGET_BYTES = 256 * 2**20  # intermediates of the tiles being computed, all threads together
+MIN_TILE_BYTES = 64 * 2**20  # a thread's share no smaller: ~100 rows of a chunk, so the halo rows cost ~10 %
 FLOAT_BYTES = 4  # float32 throughout
 BICUBIC_ROW_COPIES = 8  # float32 rows live per output row in bicubic + conversion (temporaries incl.)
 CONV1_COPIES = 3  # conv1: the widened input, one channel's filter output and its biased copy
 CONV3_COPIES = 3  # per chunk: conv3's sum, one channel's filter output, the stacked conv2 product's row
 
 
-class Strip(NamedTuple):
-    """Output rows [r0, r1), computed from upscaled rows [a0, a1) (r0..r1 plus the halo)."""
-
-    r0: int
-    r1: int
-    a0: int
-    a1: int
-
-
 class Tile(NamedTuple):
-    """Output rows and columns [r0, r1) x [c0, c1), from upscaled rows [a0, a1) (plus the halo)."""
+    """Output rows ``rows.k0..k1`` and columns [c0, c1), from upscaled rows ``rows.b0..b1`` (plus
+    the halo)."""
 
-    r0: int
-    r1: int
-    a0: int
-    a1: int
+    rows: Band
     c0: int
     c1: int
 
@@ -66,14 +56,6 @@ class TilePlan(NamedTuple):
     rows: int
     chunks: int
     chunk: int
-
-
-def row_strips(height: int, kept: int, halo: int) -> Iterator[Strip]:
-    """Strips of ``kept`` output rows covering ``height``, each widened by ``halo`` rows either
-    side as far as the image goes."""
-    for r0 in range(0, height, kept):
-        r1 = min(height, r0 + kept)
-        yield Strip(r0, r1, max(0, r0 - halo), min(height, r1 + halo))
 
 
 def srcnn_tile_bytes(model: SRCNNModel, rows: int, columns: int) -> int:
@@ -94,8 +76,8 @@ def bicubic_strip_bytes(rows: int, width: int) -> int:
 
 
 class CPUEngine(Engine):
-    """tile_budget_bytes: memory the tiles' intermediates may take, all workers together; a tile's
-    rows and columns follow from its share and the plane's size. workers: tiles computed at once
+    """tile_budget_bytes: memory the tiles' intermediates may take, all threads together; a tile's
+    rows and columns follow from its share and the plane's size. threads: tiles computed at once
     (default: one per CPU, as many as the budget gives MIN_TILE_BYTES each). tile_rows /
     tile_chunks: force this many output rows / column chunks per tile instead (tests put tile
     edges everywhere). chunk: the column chunk (default :func:`srgpu.reference.column_chunk`); it
@@ -105,15 +87,15 @@ class CPUEngine(Engine):
     name = "cpu"
 
     def __init__(self, model: SRCNNModel, scale: int, *, tile_budget_bytes: int = TILE_BUDGET_BYTES,
-                 workers: int | None = None, tile_rows: int | None = None, tile_chunks: int | None = None,
+                 threads: int | None = None, tile_rows: int | None = None, tile_chunks: int | None = None,
                  chunk: int | None = None) -> None:
         super().__init__(model, scale)
-        for name, value in (("workers", workers), ("tile_rows", tile_rows), ("tile_chunks", tile_chunks),
+        for name, value in (("threads", threads), ("tile_rows", tile_rows), ("tile_chunks", tile_chunks),
                             ("chunk", chunk)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         self.tile_budget_bytes = tile_budget_bytes
-        self.workers = workers or max(1, min(cpu_cores(), tile_budget_bytes // MIN_TILE_BYTES))
+        self.threads = threads or max(1, min(cpu_cores(), tile_budget_bytes // MIN_TILE_BYTES))
         self.tile_rows = tile_rows
         self.tile_chunks = tile_chunks
         self.chunk = chunk or column_chunk(model)
@@ -124,31 +106,33 @@ class CPUEngine(Engine):
         out = np.empty(out_shape, dtype=plane.dtype)
 
         def one(t: Tile) -> None:
-            up = imresize_region(x, out_shape, (t.a0, t.a1), input_columns(self.model, width, t.c0, t.c1))
-            y = srcnn_columns(up, self.model, width, t.c0, t.c1, self.chunk)[t.r0 - t.a0 : t.r1 - t.a0]
-            out[t.r0 : t.r1, t.c0 : t.c1] = from_unit_float(y, plane.dtype, max_value)
+            r = t.rows
+            up = imresize_region(x, out_shape, (r.b0, r.b1), input_columns(self.model, width, t.c0, t.c1))
+            y = srcnn_columns(up, self.model, width, t.c0, t.c1, self.chunk)[r.kept()]
+            out[r.k0 : r.k1, t.c0 : t.c1] = from_unit_float(y, plane.dtype, max_value)
 
-        run_all(one, self.tiles(out_shape), self.workers)
+        run_all(one, self.tiles(out_shape), self.threads)
         return out
 
     def tiles(self, out_shape: tuple[int, int]) -> list[Tile]:
-        """The plane's tiles, row by row: strips of :meth:`tile_plan`'s rows (plus the halo),
-        each cut into runs of its chunks."""
+        """The plane's tiles, row by row: bands of :meth:`tile_plan`'s rows (plus the halo,
+        srgpu.engine.bands), each cut into runs of its chunks."""
         plan = self.tile_plan(out_shape)
         columns = plan.chunks * plan.chunk
-        return [Tile(s.r0, s.r1, s.a0, s.a1, c0, min(out_shape[1], c0 + columns))
-                for s in row_strips(out_shape[0], plan.rows, self.model.halo)
+        return [Tile(band, c0, min(out_shape[1], c0 + columns))
+                for band in bands(out_shape[0], plan.rows, self.model.halo)
                 for c0 in range(0, out_shape[1], columns)]
 
     def bicubic_plane(self, plane: np.ndarray, out_shape: tuple[int, int], max_value: float) -> np.ndarray:
         x = to_unit_float(plane, max_value)
         out = np.empty(out_shape, dtype=plane.dtype)
 
-        def one(s: Strip) -> None:
-            out[s.r0 : s.r1] = from_unit_float(imresize_rows(x, out_shape, s.r0, s.r1), plane.dtype, max_value)
+        def one(band: Band) -> None:  # no halo: imresize_rows reads the whole plane's support itself
+            out[band.k0 : band.k1] = from_unit_float(imresize_rows(x, out_shape, band.k0, band.k1), plane.dtype,
+                                                     max_value)
 
-        rows = self.tile_rows or max(1, self.rows_in_budget(out_shape[1], bicubic_strip_bytes, 0, self.workers))
-        run_all(one, list(row_strips(out_shape[0], rows, 0)), self.workers)
+        rows = self.tile_rows or max(1, self.rows_in_budget(out_shape[1], bicubic_strip_bytes, 0, self.threads))
+        run_all(one, bands(out_shape[0], rows, 0), self.threads)
         return out
 
     def tile_plan(self, out_shape: tuple[int, int]) -> TilePlan:
@@ -161,7 +145,7 @@ class CPUEngine(Engine):
         for chunks in [self.tile_chunks] if self.tile_chunks else range(1, -(-width // chunk) + 1):
             columns = min(width, chunks * chunk)
             computed = min(width, columns + 2 * halo)
-            fit = self.tile_rows or self.rows_in_budget(computed, self.srcnn_tile_bytes, halo, self.workers)
+            fit = self.tile_rows or self.rows_in_budget(computed, self.srcnn_tile_bytes, halo, self.threads)
             if fit < 1 and chunks > 1:
                 break  # wider tiles fit even fewer rows
             rows = min(height, max(1, fit))

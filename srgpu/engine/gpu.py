@@ -7,8 +7,8 @@ queued on one CUDA stream with no host round trip between steps; device buffers 
 frame size and reused, so a video allocates nothing per frame.
 
 A frame whose 64- and 32-channel intermediates do not fit the memory budget runs in horizontal
-strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows); the rows a strip's false
-border affects are discarded, so the result equals the untiled one exactly.
+strips that overlap by the network's halo (f1//2 + f2//2 + f3//2 rows; srgpu.engine.bands.bands_within);
+the rows a strip's false border affects are discarded, so the result equals the untiled one exactly.
 
 The plan for a frame size and output bit depth (srgpu.engine.plans) is the given one, else the cached one
 (per GPU model, model architecture, frame size, precision and depth), else the one this engine
@@ -34,7 +34,8 @@ from ..errors import EngineError
 from ..kernels.timing import time_ms
 from ..model import SRCNNModel
 from ..kernels.conv import ConvConfig
-from .plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, Plan, Precision, arithmetics_for, default_plan, load_cached, nearest_cached, output_bits, plan_key)
+from .plans import (ACCURACY_BAR, FLOAT_BITS, FUSED_BACKENDS, FusedChoice, KernelPlan, Precision, arithmetics_for, default_plan, load_cached, nearest_cached, output_bits, plan_key)
+from .bands import bands_within
 from .base import Engine
 from .frames import FrameFormat, FrameProcessor, PlaneSpec
 from .gpuinfo import require_gpu  # noqa: F401  (moved to srgpu.engine.gpuinfo; imported from here by tools and scripts)
@@ -49,7 +50,7 @@ CACHED_SHAPES = 4  # frame sizes whose buffers are kept
 class Planner(Protocol):
     """Chooses a plan for a frame size and output depth on ``engine`` and caches it (srgpu.engine.tune.Tuner)."""
 
-    def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan: ...
+    def measure(self, engine: "GPUEngine", lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> KernelPlan: ...
 
 
 @dataclass
@@ -92,8 +93,8 @@ class GPUEngine(Engine):
         self.options = options
         self.planner = planner
         self.layers = srcnn_layers(model)
-        self._chosen: dict[int, Plan] = {}  # per output depth: the plan chosen first, reused for other sizes
-        self._plans: dict[tuple[tuple[int, int], tuple[int, int], int], Plan] = {}
+        self._chosen: dict[int, KernelPlan] = {}  # per output depth: the plan chosen first, reused for other sizes
+        self._plans: dict[tuple[tuple[int, int], tuple[int, int], int], KernelPlan] = {}
         self._conv_kernels: dict[str, Any] = {}
         self._fused_runners: dict[FusedChoice, Callable[..., None]] = {}
         self._io: OrderedDict[Any, tuple[Any, Any]] = OrderedDict()
@@ -201,7 +202,7 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ plans
 
-    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
+    def plan_for(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> KernelPlan:
         """The plan for this frame size and output depth (``bits``, srgpu.engine.plans.output_bits)."""
         key = (tuple(in_shape), tuple(out_shape), bits)
         plan = self._plans.get(key)
@@ -218,7 +219,7 @@ class GPUEngine(Engine):
             with self._on_device():
                 self.plan_for(in_shape, out_shape, bits)
 
-    def _choose(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> Plan:
+    def _choose(self, in_shape: tuple[int, int], out_shape: tuple[int, int], bits: int) -> KernelPlan:
         if self.options.plan is not None:
             return self._ready(self.options.plan, bits)
         notify = self.options.notify or (lambda s: None)
@@ -249,7 +250,7 @@ class GPUEngine(Engine):
         self._chosen.setdefault(bits, plan)
         return plan
 
-    def _ready(self, plan: Plan, bits: int) -> Plan:
+    def _ready(self, plan: KernelPlan, bits: int) -> KernelPlan:
         """``plan`` compiled and, unless the options say not to, self-checked at output depth
         ``bits`` (once per plan and depth)."""
         if self.options.self_check:
@@ -259,7 +260,7 @@ class GPUEngine(Engine):
             self._prepare(plan)
         return plan
 
-    def _prepare(self, plan: Plan) -> None:
+    def _prepare(self, plan: KernelPlan) -> None:
         """Compile what ``plan`` runs (EngineError naming the kernel on failure)."""
         if plan.kind == "layerwise":
             try:
@@ -272,7 +273,7 @@ class GPUEngine(Engine):
         else:
             raise EngineError(f"unknown plan kind {plan.kind!r}")
 
-    def check_plan(self, plan: Plan, bits: int = 8, seed: int = 0) -> None:
+    def check_plan(self, plan: KernelPlan, bits: int = 8, seed: int = 0) -> None:
         """Run ``plan`` on a small random frame against the CPU reference in float64: a layer-wise
         plan's float32 output within 1e-4; a fused plan's output at ``bits`` within the accuracy
         bar's level difference of the reference rounded to that depth (srgpu.engine.plans.ACCURACY_BAR,
@@ -296,7 +297,7 @@ class GPUEngine(Engine):
 
         return srcnn_reference(self.model, frame.upscaled, reference_dir(self.options.cache_dir), fresh)
 
-    def _check_against_reference(self, plan: Plan, frame: "_CheckFrame", expect: np.ndarray) -> str | None:
+    def _check_against_reference(self, plan: KernelPlan, frame: "_CheckFrame", expect: np.ndarray) -> str | None:
         """What is wrong with ``plan``'s output on the check frame, or None."""
         cp = self._cp
         lr, out_shape = frame.lr, frame.upscaled.shape
@@ -332,7 +333,7 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ running a plan
 
-    def _run_plan(self, plan: Plan, src: Any, out: Any, max_value: float) -> None:
+    def _run_plan(self, plan: KernelPlan, src: Any, out: Any, max_value: float) -> None:
         in_shape, out_shape = tuple(src.shape), tuple(out.shape)
         if plan.kind == "fused":  # the kernel reads the samples and writes the converted output itself
             try:
@@ -346,21 +347,21 @@ class GPUEngine(Engine):
         self.bicubic.resize(src, work.y, work.tmp, max_value, False, self.stream)
         self._layers(plan, work.y, out, max_value)
 
-    def _layers(self, plan: Plan, y: Any, out: Any, max_value: float | None) -> None:
+    def _layers(self, plan: KernelPlan, y: Any, out: Any, max_value: float | None) -> None:
         """The three layers on ``y`` (H, W) in strips; ``out`` gets the converted result (or the
         raw float output when ``max_value`` is None)."""
         H, W = y.shape
         rows = self.strip_rows(H, W)
-        for s in strips(H, rows, self.model.halo):
-            h1, h2, o = self.layer_buffers(s.a1 - s.a0, W, capacity=rows)
-            self.run_layer(0, plan.layers[0].config, y[s.a0:s.a1], h1)
+        for s in bands_within(H, rows, self.model.halo):  # the rows a strip's false border reaches are not kept
+            h1, h2, o = self.layer_buffers(s.b1 - s.b0, W, capacity=rows)
+            self.run_layer(0, plan.layers[0].config, y[s.b0:s.b1], h1)
             self.run_layer(1, plan.layers[1].config, h1, h2)
             self.run_layer(2, plan.layers[2].config, h2, o)
-            part = o[0, s.r0 - s.a0:s.r1 - s.a0]
+            part = o[0, s.k0 - s.b0:s.k1 - s.b0]
             if max_value is None:
-                self._cp.copyto(out[s.r0:s.r1], part)  # raw float (self-checks)
+                self._cp.copyto(out[s.k0:s.k1], part)  # raw float (self-checks)
             else:
-                self.quantize.from_unit(part, out[s.r0:s.r1], max_value, self.stream)
+                self.quantize.from_unit(part, out[s.k0:s.k1], max_value, self.stream)
 
     def run_layer(self, index: int, cfg: ConvConfig, x: Any, y: Any) -> None:
         from ..kernels import conv
@@ -473,7 +474,7 @@ class GPUEngine(Engine):
 
     # ------------------------------------------------------------ timing (srgpu.engine.tune, srgpu.tools.bench)
 
-    def time_network(self, plan: Plan, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8,
+    def time_network(self, plan: KernelPlan, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8,
                      seed: int = 1) -> tuple[float, dict[str, float]]:
         """(ms per frame of the whole device-side network for ``plan`` on a random frame of
         ``bits``, ms of each stage run alone)."""
@@ -522,34 +523,7 @@ class GPUEngine(Engine):
             raise
 
 
-@dataclass(frozen=True)
-class Strip:
-    """Rows [r0, r1) of the output computed from input rows [a0, a1) (r0..r1 plus the halo)."""
-
-    r0: int
-    r1: int
-    a0: int
-    a1: int
-
-
-def strips(H: int, rows: int, halo: int) -> list[Strip]:
-    """Cover H rows with strips of at most ``rows`` input rows that overlap by ``halo`` each
-    side: the rows a strip's false (non-image) border influences are never kept."""
-    if rows >= H:
-        return [Strip(0, H, 0, H)]
-    kept = rows - 2 * halo
-    if kept < 1:
-        raise ValueError(f"strips of {rows} rows cannot hold a halo of {halo} rows each side")
-    out = []
-    r0 = 0
-    while r0 < H:
-        r1 = min(H, r0 + kept)
-        out.append(Strip(r0, r1, max(0, r0 - halo), min(H, r1 + halo)))
-        r0 = r1
-    return out
-
-
-def _identity(plan: Plan) -> tuple[Any, ...]:
+def _identity(plan: KernelPlan) -> tuple[Any, ...]:
     """What a plan runs (not when or how it was measured)."""
     return plan.kind, tuple(c.config for c in plan.layers), plan.fused
 
@@ -566,7 +540,7 @@ class _CheckFrame:
     top: int
 
     @classmethod
-    def of(cls, plan: Plan, bits: int, seed: int, scale: int) -> "_CheckFrame":
+    def of(cls, plan: KernelPlan, bits: int, seed: int, scale: int) -> "_CheckFrame":
         from ..resize import imresize
 
         rng = np.random.default_rng(seed)
@@ -581,7 +555,7 @@ class _CheckFrame:
         return cls(lr, imresize(lr.astype(np.float64) / top, output_shape=out_shape), depth, top)
 
 
-def _check_depth(plan: Plan, bits: int) -> int:
+def _check_depth(plan: KernelPlan, bits: int) -> int:
     """The depth ``plan``'s self-check runs at for outputs of ``bits``: a layer-wise plan is
     checked on its float output whatever the depth; a fused one at the depth (float outputs: at
     16 bits, fused plans there being fp32, srgpu.engine.plans.arithmetics_for)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .plans import Plan, Precision, parse_precision
+from .plans import KernelPlan, Precision, parse_precision
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class GPUOptions:
         needs to know why nothing moves for a while)."""
 
     precision: Precision = "auto"
-    plan: Plan | None = None
+    plan: KernelPlan | None = None
     tile_budget_bytes: int | None = None
     cache_dir: Path | None = None
     self_check: bool = True

@@ -133,8 +133,9 @@ class FusedChoice:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """How one frame size runs: ``kind`` 'layerwise' (``layers``) or 'fused' (``fused``)."""
+class KernelPlan:
+    """Which kernels the GPU engine runs a frame size with: ``kind`` 'layerwise' (``layers``) or
+    'fused' (``fused``)."""
 
     kind: PlanKind
     layers: tuple[LayerChoice, ...] = ()
@@ -162,7 +163,7 @@ class Plan:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any, source: str = "cache") -> "Plan":
+    def from_dict(cls, d: Any, source: str = "cache") -> "KernelPlan":
         """Parse; ValueError on anything malformed."""
         if not isinstance(d, dict) or d.get("kind") not in ("layerwise", "fused"):
             raise ValueError("plan: kind must be layerwise or fused")
@@ -210,13 +211,13 @@ def _opt_float(v: Any) -> float | None:
     return float(v)
 
 
-def default_plan(model: SRCNNModel) -> Plan:
+def default_plan(model: SRCNNModel) -> KernelPlan:
     """The layer-wise plan used before (or without) tuning."""
-    return Plan("layerwise", tuple(LayerChoice(l.name, default_config(l)) for l in srcnn_layers(model)))
+    return KernelPlan("layerwise", tuple(LayerChoice(l.name, default_config(l)) for l in srcnn_layers(model)))
 
 
-def layerwise_plan(model: SRCNNModel, configs: Sequence[ConvConfig]) -> Plan:
-    return Plan("layerwise", tuple(LayerChoice(l.name, c) for l, c in zip(srcnn_layers(model), configs)),
+def layerwise_plan(model: SRCNNModel, configs: Sequence[ConvConfig]) -> KernelPlan:
+    return KernelPlan("layerwise", tuple(LayerChoice(l.name, c) for l, c in zip(srcnn_layers(model), configs)),
                 source="given")
 
 
@@ -287,7 +288,7 @@ def cache_dir() -> Path:
     return Path(base) / "srgpu" / "plans"
 
 
-def load_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[ConvLayer] = ()) -> Plan | None:
+def load_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[ConvLayer] = ()) -> KernelPlan | None:
     """The cached plan for ``key``, or None when absent, corrupt or stale."""
     path = (directory or cache_dir()) / key.filename
     try:
@@ -299,14 +300,14 @@ def load_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[Co
             return None
         if data.get("key") != key.to_dict():
             return None  # stale: other kernels, GPU, model or size
-        plan = Plan.from_dict(data.get("plan"), source="cache")
+        plan = KernelPlan.from_dict(data.get("plan"), source="cache")
         plan.check(layers)
         return plan
     except (ValueError, TypeError, KeyError):
         return None
 
 
-def save_cached(key: PlanKey, plan: Plan, timings: Sequence[Timing] = (), directory: Path | None = None) -> Path | None:
+def save_cached(key: PlanKey, plan: KernelPlan, timings: Sequence[Timing] = (), directory: Path | None = None) -> Path | None:
     """Write atomically (temporary name + rename); a cache that cannot be written is only a warning."""
     directory = directory or cache_dir()
     path = directory / key.filename
@@ -322,7 +323,7 @@ def save_cached(key: PlanKey, plan: Plan, timings: Sequence[Timing] = (), direct
         return None
 
 
-def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey, Plan]]:
+def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey, KernelPlan]]:
     """Plans cached for the GPU model ``gpu`` (DeviceLimits.key) and the current kernel sources,
     for ``srgpu info``. Unreadable or stale files are skipped."""
     digest = sources_digest()
@@ -334,13 +335,13 @@ def cached_plans(gpu: str, directory: Path | None = None) -> list[tuple[PlanKey,
             if (key.gpu != gpu or key.kernels != digest or data.get("format") != CACHE_FORMAT
                     or data.get("version") != CACHE_VERSION):  # the same staleness rule as load_cached
                 continue
-            found.append((key, Plan.from_dict(data["plan"], source="cache")))
+            found.append((key, KernelPlan.from_dict(data["plan"], source="cache")))
         except (OSError, ValueError, KeyError, TypeError, IndexError, EngineError):
             continue
     return found
 
 
-def nearest_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[ConvLayer] = ()) -> Plan | None:
+def nearest_cached(key: PlanKey, directory: Path | None = None, layers: Sequence[ConvLayer] = ()) -> KernelPlan | None:
     """A cached plan of the same kind as ``key`` (GPU model, architecture, precision, depth,
     kernels) measured for another frame size, the nearest in output pixels and at the same scale
     where there is one: the kernels are tiled, so the choice hardly depends on the frame size, and
@@ -355,6 +356,6 @@ def nearest_cached(key: PlanKey, directory: Path | None = None, layers: Sequence
     for k in candidates:
         plan = load_cached(k, directory, layers)
         if plan is not None:
-            return Plan(plan.kind, plan.layers, plan.fused, None,
+            return KernelPlan(plan.kind, plan.layers, plan.fused, None,
                         f"cache ({k.lr_shape[1]}x{k.lr_shape[0]} -> {k.hr_shape[1]}x{k.hr_shape[0]})")
     return None

@@ -42,7 +42,7 @@ from ..errors import EngineError
 from ..kernels.conv import candidates, default_config
 from ..kernels.timing import time_ms
 from ..kernels.fused.tiles import Arithmetic
-from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, Plan, PlanKey, Timing, arithmetics_for, default_plan, plan_key, save_cached)
+from .plans import (FUSED_BACKENDS, FusedChoice, LayerChoice, KernelPlan, PlanKey, Timing, arithmetics_for, default_plan, plan_key, save_cached)
 
 # Kernel arithmetics, fastest first: on every model, scale and GPU measured so far each is at least
 # 1.8x faster than the next (BENCHMARKS.md "Fused kernels": 1080p -> 4K on the H100, 9-1-5 0.59 /
@@ -56,12 +56,12 @@ if TYPE_CHECKING:  # the engine is given to the tuner, never imported by it
 @dataclass(frozen=True)
 class TuneResult:
     key: PlanKey
-    plan: Plan
+    plan: KernelPlan
     timings: tuple[Timing, ...] = ()
     strip_rows: int = 0
     stages_ms: dict[str, float] = field(default_factory=dict)  # layer-wise: bicubic, each layer, quantize
     cache_path: Path | None = None
-    layerwise: Plan | None = None  # the best layer-wise plan (= plan unless a fused one won)
+    layerwise: KernelPlan | None = None  # the best layer-wise plan (= plan unless a fused one won)
     provisional: bool = False  # a better-ranked tile was still building: not cached, chosen again next run
 
 
@@ -75,7 +75,7 @@ class Tuner:
     log: Callable[[str], None] | None = None
     full: bool = False
 
-    def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> Plan:
+    def measure(self, engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int) -> KernelPlan:
         result = (measure if self.full else choose)(engine, lr_shape, hr_shape, bits, log=self.log)
         if not result.provisional:
             save_cached(result.key, result.plan, result.timings, engine.options.cache_dir)
@@ -105,7 +105,7 @@ def choose(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, in
     lr_shape, hr_shape = tuple(lr_shape), tuple(hr_shape)
     allowed = arithmetics_for(engine.precision, bits)
     timings: list[Timing] = []
-    chosen: Plan | None = None
+    chosen: KernelPlan | None = None
     pending = False
     with engine.device, engine.stream:
         for arithmetic in (a for a in ARITHMETIC_RANK if a in allowed):
@@ -126,7 +126,7 @@ def choose(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, in
             timings.append(Timing("network", "layer-wise (default variants)", ms))
             log(f"network layer-wise default {ms:9.3f} ms")
             if chosen is None or chosen.ms is None or ms < chosen.ms:
-                chosen = Plan("layerwise", layerwise.layers, None, ms, "quick")
+                chosen = KernelPlan("layerwise", layerwise.layers, None, ms, "quick")
     key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision, bits)
     return TuneResult(key, chosen, tuple(timings), provisional=pending)
 
@@ -158,10 +158,10 @@ def _fused_choices(engine: GPUEngine, arithmetics: tuple[Arithmetic, ...],
 
 
 def _timed_fused(engine: GPUEngine, choice: FusedChoice, lr_shape: tuple[int, int], hr_shape: tuple[int, int],
-                 bits: int, timings: list[Timing], log: Callable[[str], None]) -> Plan | None:
+                 bits: int, timings: list[Timing], log: Callable[[str], None]) -> KernelPlan | None:
     """The fused plan of ``choice``, self-checked at ``bits`` and timed (None, with the reason in
     ``timings``, when it cannot run or misses the bar)."""
-    plan = Plan("fused", (), choice, None, "tuned")
+    plan = KernelPlan("fused", (), choice, None, "tuned")
     try:
         engine.check_plan(plan, bits)
         ms, _ = engine.time_network(plan, lr_shape, hr_shape, bits)
@@ -171,7 +171,7 @@ def _timed_fused(engine: GPUEngine, choice: FusedChoice, lr_shape: tuple[int, in
         return None
     timings.append(Timing("network", f"fused {choice.label}", ms, None, None, choice))
     log(f"network fused {choice.label:20s} {ms:9.3f} ms")
-    return Plan("fused", (), choice, ms, "quick")
+    return KernelPlan("fused", (), choice, ms, "quick")
 
 
 def measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, int], bits: int = 8, seed: int = 0,
@@ -222,13 +222,13 @@ def _measure(engine: GPUEngine, lr_shape: tuple[int, int], hr_shape: tuple[int, 
         if chosen is None:
             raise EngineError(f"{layer.name}: no convolution variant could run on this GPU")
         best.append(chosen)
-    plan = Plan("layerwise", tuple(best), source="tuned")
+    plan = KernelPlan("layerwise", tuple(best), source="tuned")
     network_ms, stages = engine.time_network(plan, lr_shape, hr_shape, bits)
-    plan = layerwise = Plan("layerwise", tuple(best), None, network_ms, "tuned")
+    plan = layerwise = KernelPlan("layerwise", tuple(best), None, network_ms, "tuned")
     for choice in _fused_choices(engine, arithmetics_for(engine.precision, bits), log):
         fplan = _timed_fused(engine, choice, lr_shape, hr_shape, bits, timings, log)
         if fplan is not None and fplan.ms is not None and (plan.ms is None or fplan.ms < plan.ms):
-            plan = Plan("fused", (), choice, fplan.ms, "tuned")
+            plan = KernelPlan("fused", (), choice, fplan.ms, "tuned")
     engine.check_plan(plan, bits)
     key = plan_key(engine.limits.key, engine.model.arch, lr_shape, hr_shape, engine.precision, bits)
     return TuneResult(key, plan, tuple(timings), rows, stages, None, layerwise)

@@ -10,7 +10,7 @@ from ..color import quantize, rgb_to_ycbcr, ycbcr_to_rgb
 from ..engine.base import Engine
 from ..engine.frames import PlaneSpec
 from ..cpus import cpu_cores
-from ..engine.workers import run_all
+from ..engine.threads import run_all
 from .files import ChannelOrder
 from ..errors import ImageFileError
 

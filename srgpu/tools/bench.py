@@ -16,7 +16,7 @@ from typing import Any, Callable
 from .. import __version__
 from ..engine.options import GPUOptions
 from ..model import SUPPORTED_SCALES, ModelError, SRCNNModel, random_model, resolve_model
-from ..engine.plans import Plan, Precision, Timing, save_cached
+from ..engine.plans import KernelPlan, Precision, Timing, save_cached
 from ..resize import output_size
 from ..engine.tune import TuneResult, measure
 
@@ -33,8 +33,8 @@ class BenchReport:
     lr_shape: tuple[int, int]
     hr_shape: tuple[int, int]
     timings: tuple[Timing, ...]  # every layer x variant (and fused candidates)
-    plan: Plan  # the chosen plan
-    layerwise: Plan  # the best layer-wise plan
+    plan: KernelPlan  # the chosen plan
+    layerwise: KernelPlan  # the best layer-wise plan
     stages_ms: dict[str, float]  # layer-wise plan: bicubic, conv1..3, quantize, each alone
     network_ms: tuple[float, ...]  # the chosen plan's whole network, timed twice (spread)
     layerwise_ms: tuple[float, ...]  # the best layer-wise network, timed twice

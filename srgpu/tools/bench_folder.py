@@ -61,15 +61,15 @@ class FolderRun:
         return self.images / self.seconds if self.seconds > 0 else float("inf")
 
     def to_dict(self, floor_seconds: float) -> dict[str, Any]:
-        workers = max(1, self.stages.workers)
+        threads = max(1, self.stages.threads)
         return {"label": self.label, "seconds": round(self.seconds, 4), "images": self.images, "failed": self.failed,
                 "images_per_s": round(self.images_per_second, 2), "cpu_s": round(self.cpu_seconds, 3),
                 "plan_s": round(self.plan_seconds, 3), "plans_measured": self.plans_measured,
                 "check_s": round(self.check_seconds, 3),
                 "times_codec_floor": round(self.seconds / floor_seconds, 3) if floor_seconds > 0 else None,
                 "stages": self.stages.to_dict(),
-                "stage_wall_s": {"read": round(self.stages.read / workers, 4), "engine": round(self.stages.process, 4),
-                                 "write": round(self.stages.write / workers, 4)}}
+                "stage_wall_s": {"read": round(self.stages.read / threads, 4), "engine": round(self.stages.process, 4),
+                                 "write": round(self.stages.write / threads, 4)}}
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class FolderBenchReport:
     scale: int
     model: str
     engine: str
-    workers: int
+    threads: int  # reader threads, and as many writer threads
     png_compression: int | None
     floor_seconds: float
     floor_cpu_seconds: float
@@ -93,7 +93,7 @@ class FolderBenchReport:
     def to_dict(self) -> dict[str, Any]:
         return {"folder": self.folder, "images": self.images, "input_megapixels": round(self.input_megapixels, 3),
                 "output_megapixels": round(self.output_megapixels, 3), "formats": self.formats, "scale": self.scale,
-                "model": self.model, "engine": self.engine, "workers": self.workers,
+                "model": self.model, "engine": self.engine, "workers": self.threads,  # (the JSON's name for them, kept)
                 "png_compression": self.png_compression,
                 "codec_floor": {"seconds": round(self.floor_seconds, 4), "cpu_s": round(self.floor_cpu_seconds, 3),
                                 "images_per_s": round(self.images / self.floor_seconds, 2) if self.floor_seconds else None},
@@ -139,10 +139,10 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def codec_floor(pairs: list[tuple[Path, Path]], scale: int, workers: int,
+def codec_floor(pairs: list[tuple[Path, Path]], scale: int, threads: int,
                 png_compression: int | None) -> tuple[float, float]:
     """(seconds, CPU seconds) to read every source, resize it by ``scale`` with cv2.resize
-    (bicubic) and write it to its destination with srgpu's encoder settings, on ``workers`` threads."""
+    (bicubic) and write it to its destination with srgpu's encoder settings, on ``threads`` threads."""
 
     def one(pair: tuple[Path, Path]) -> None:
         src, dst = pair
@@ -154,7 +154,7 @@ def codec_floor(pairs: list[tuple[Path, Path]], scale: int, workers: int,
         cv2.imwrite(str(dst), big, encode_params(dst.suffix.lower(), 95, png_compression))
 
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
-    with ThreadPoolExecutor(workers, thread_name_prefix="srgpu-codec-floor") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="srgpu-codec-floor") as pool:
         list(pool.map(one, pairs))
     return time.perf_counter() - t0, _cpu_seconds() - cpu0
 
@@ -199,7 +199,7 @@ def bench_folder(folder: Path, make_engine: EngineFactory, gpu: bool, fmt: str |
             image = cv2.imdecode(np.fromfile(str(src), np.uint8), cv2.IMREAD_UNCHANGED)
             if image is not None:
                 in_px += image.shape[0] * image.shape[1]
-        workers = images.workers
+        threads = images.threads
         runs: list[FolderRun] = []
         cache = root / "plans"
         engine = make_engine(cache if gpu else None)
@@ -207,8 +207,8 @@ def bench_folder(folder: Path, make_engine: EngineFactory, gpu: bool, fmt: str |
         out_px = in_px * scale * scale
         for dst in {d.parent for _, d in pairs}:
             dst.mkdir(parents=True, exist_ok=True)
-        say(f"codec floor: read + cv2.resize + write on {workers} threads ...")
-        floor_s, floor_cpu = codec_floor(pairs, scale, workers, images.png_compression)
+        say(f"codec floor: read + cv2.resize + write on {threads} threads ...")
+        floor_s, floor_cpu = codec_floor(pairs, scale, threads, images.png_compression)
         with engine:
             say("srgpu" + (" (first run: empty plan cache) ..." if gpu else " ..."))
             runs.append(_srgpu_run("first run" if gpu else "cpu", folder, root / "run1", engine, fmt, images))
@@ -219,7 +219,7 @@ def bench_folder(folder: Path, make_engine: EngineFactory, gpu: bool, fmt: str |
     return FolderBenchReport(
         folder=str(folder), images=len(pairs), input_megapixels=in_px / 1e6, output_megapixels=out_px / 1e6,
         formats=dict(sorted(Counter(d.suffix.lower() for _, d in pairs).items())), scale=scale, model=model,
-        engine=str(description), workers=workers, png_compression=images.png_compression, floor_seconds=floor_s,
+        engine=str(description), threads=threads, png_compression=images.png_compression, floor_seconds=floor_s,
         floor_cpu_seconds=floor_cpu, runs=tuple(runs), date=datetime.date.today().isoformat(),
         versions={"srgpu": __version__, "opencv": cv2.__version__, "numpy": np.__version__,
                   "python": platform.python_version(), "cpu": platform.processor() or platform.machine()})
@@ -231,7 +231,7 @@ def format_report(r: FolderBenchReport) -> str:
     png = "default (fast)" if r.png_compression is None else str(r.png_compression)
     lines = [f"folder: {r.folder}: {r.images} images ({formats}), {r.input_megapixels:.1f} Mpx in, "
              f"{r.output_megapixels:.1f} Mpx out, x{r.scale}",
-             f"engine: {r.engine}; model {r.model}; {r.workers} reader and {r.workers} writer threads; "
+             f"engine: {r.engine}; model {r.model}; {r.threads} reader and {r.threads} writer threads; "
              f"PNG compression {png}; {r.date}", "",
              f"{'':24s} {'seconds':>9s} {'images/s':>9s} {'x floor':>8s} {'CPU s':>8s} {'plans s':>8s} {'checks s':>8s}",
              f"{'codec floor':24s} {r.floor_seconds:9.2f} {r.images / r.floor_seconds:9.1f} {1.0:8.2f} "
@@ -243,7 +243,7 @@ def format_report(r: FolderBenchReport) -> str:
     lines += ["", "srgpu's own split (read and write: thread-seconds, and over the threads; engine: its thread):"]
     for run in r.runs:
         s = run.stages
-        n = max(1, s.workers)
+        n = max(1, s.threads)
         lines.append(f"  {run.label}: read {s.read:.2f} s ({s.read / n:.2f} s over {n}), engine {s.process:.2f} s, "
                      f"write {s.write:.2f} s ({s.write / n:.2f} s over {n}); the engine waited "
                      f"{s.waiting_for_reads:.2f} s for reads, {s.waiting_for_writes:.2f} s for writers"

@@ -3,7 +3,7 @@ video's frame at a given time, side by side at the output scale: the source enla
 neighbour (its pixels as they are), by bicubic, and by srgpu with each model given, each labelled.
 
 - The srgpu panels are what ``srgpu upscale`` makes. An image's crop is upscaled with the context
-  an upscale of the whole image gives it (srgpu.bands.halo_rows on every side), so on the CPU
+  an upscale of the whole image gives it (srgpu.engine.bands.halo_rows on every side), so on the CPU
   engine its pixels are the whole upscale's, bit for bit. A video's frame goes through srgpu.video
   itself (the frame cut losslessly to a one-frame FFV1 clip, upscaled, decoded), so it is
   processed as ``upscale`` processes the video: its own luma plane through SRCNN, its chroma bicubic.

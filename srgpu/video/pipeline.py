@@ -113,7 +113,7 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
         pending: deque[tuple[Frame, object]] = deque()
         assert processor is not None  # set before the threads start
 
-        def hand_on() -> None:
+        def to_writer() -> None:  # the oldest frame on the engine, waited for and queued for the writer
             frame, job = pending.popleft()
             frame.planes = job.wait()  # type: ignore[attr-defined]
             frame.release = job.release  # type: ignore[attr-defined]
@@ -124,14 +124,14 @@ def run_pipeline(reader: Reader, engine: Engine, specs: Sequence[PlaneSpec], max
             while (item := decoded.get()) is not _END:
                 frame: Frame = item  # type: ignore[assignment]
                 while len(pending) >= processor.in_flight:
-                    hand_on()
+                    to_writer()
                 job = processor.submit(frame.planes)
                 if frame.recycle is not None:  # submit has consumed the input planes
                     frame.recycle()
                     frame.recycle = None
                 pending.append((frame, job))
             while pending:
-                hand_on()
+                to_writer()
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
                 processor.close()
