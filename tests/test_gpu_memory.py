@@ -3,6 +3,8 @@ and the default worker count held to what the GPUs' free memory takes."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from srgpu.batch.pool import PIPELINE_BYTES, WorkerPlan, plan_workers, workers_per_gpu
@@ -60,7 +62,7 @@ def test_a_worker_on_the_second_gpu_holds_no_memory_on_the_first(tmp_path) -> No
     import subprocess
     import time
 
-    from srgpu.batch.pool import EngineSpec, LocalPool
+    from srgpu.batch.pool import EngineSpec, LocalPool, visible_device
     from srgpu.model import random_model
 
     status = cuda_status()
@@ -88,6 +90,8 @@ def test_a_worker_on_the_second_gpu_holds_no_memory_on_the_first(tmp_path) -> No
             time.sleep(0.5)
         if not apps:
             pytest.skip("nvidia-smi does not list this pid namespace's processes")
-        assert {uuid for _, uuid, _ in apps} == {uuids["1"]}, apps
+        # this process's cuda:1 as nvidia-smi numbers it (CUDA_VISIBLE_DEVICES may renumber them)
+        physical = visible_device(1, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        assert {uuid for _, uuid, _ in apps} == {uuids.get(physical, physical)}, apps
     finally:
         pool.close(force=True)
