@@ -424,3 +424,35 @@ def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path
                   if events.index(("start", starts[k])) < events.index(("done", starts[k - 1]))]
     assert len(overlapped) == len(starts) - 1, events  # every change of chunk overlapped
     assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+
+
+def test_a_local_worker_trusts_the_coordinators_scan_of_the_same_file(tmp_path: Path, clip: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker on the coordinator's host that finds the very file it scanned (same device, inode,
+    size and time) does not scan its packets again; the same path on another host, or a file put
+    in its place, is scanned and checked."""
+    import dataclasses
+    import shutil
+
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    src = tmp_path / "src.mp4"
+    shutil.copy2(clip, src)
+    cj = chunked.plan_chunked(src, tmp_path / "out.mp4", 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    assert not isinstance(cj, str)
+    task = cj.task(cj.chunks[1])
+    scans: list[Path] = []
+    real_scan = chunks.scan
+    monkeypatch.setattr(chunks, "scan", lambda path, *a, **k: (scans.append(path), real_scan(path, *a, **k))[1])
+    chunked._source_digests.clear()
+    chunked.check_source(task)
+    assert scans == []
+    elsewhere = dataclasses.replace(task, source_at=("another-host", *task.source_at[1:]))
+    chunked.check_source(elsewhere)
+    assert scans == [src]
+    # the same bytes and times under the same path, but another file (a copy moved into place)
+    shutil.copy2(clip, tmp_path / "copy.mp4")
+    os.utime(tmp_path / "copy.mp4", ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns))
+    os.replace(tmp_path / "copy.mp4", src)
+    chunked._source_digests.clear()
+    chunked.check_source(task)  # scanned, and the digest agrees: the same content is accepted
+    assert scans == [src, src]

@@ -101,6 +101,9 @@ class ChunkTask:
     nvdec: str | None = None  # the NVDEC decoder (h264_cuvid, ...) that decodes it on a GPU engine's device
     durations: tuple[int, ...] = ()  # the source's durations of its frames (NVDEC reports none)
     source: Mapping[str, Any] | None = None  # the coordinator's fingerprint of the source (ChunkedJob.fingerprint)
+    # the coordinator's host and stat identity of the source (host, device, inode, size, mtime): a
+    # worker that finds the same file there trusts the fingerprint's digest (check_source)
+    source_at: tuple[Any, ...] | None = None
 
     @property
     def certificate(self) -> Path:
@@ -230,6 +233,8 @@ def check_source(task: ChunkTask) -> None:
                              f"coordinator read {want.get('path')}") from None
     here = os.path.realpath(src)
     key = (here, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if task.source_at is not None and task.source_at == _stat_identity(st):
+        return  # the very file the coordinator scanned (this host, its inode, unchanged): no second scan
     why = []
     if st.st_size != want.get("size"):
         why.append(f"{st.st_size} bytes, not {want.get('size')}")
@@ -243,6 +248,14 @@ def check_source(task: ChunkTask) -> None:
     if why:
         raise SourceMismatch(f"{src}: chunk {task.chunk.index}: {where} opened {here}, which is not the file the "
                              f"coordinator planned from ({want.get('path')}): {', '.join(why)}")
+
+
+def _stat_identity(st: os.stat_result) -> tuple[Any, ...]:
+    """This host and the file's device, inode, size and modification time: another file, or the
+    same one changed or seen from another host, differs in one of them. Each local worker scanned
+    every packet of the source again before its first chunk (seconds for a long film, all workers
+    at once) to check what the coordinator had checked."""
+    return (socket.gethostname(), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _when(ns: int) -> str:
@@ -425,12 +438,13 @@ class ChunkedJob:
     fingerprint: dict[str, Any]
     notes: tuple[str, ...] = ()
     nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
+    source_at: tuple[Any, ...] | None = None  # ChunkTask.source_at
 
     def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
         expected = self.scan.pts[chunk.first:chunk.last]
         return ChunkTask(self.job, chunk, expected, self.scan.time_base, chunk_path(self.work, chunk.index),
                          self.key, encoder_threads, self.scan.typical_duration(), self.nvdec,
-                         self.scan.durations[chunk.first:chunk.last], self.fingerprint)
+                         self.scan.durations[chunk.first:chunk.last], self.fingerprint, self.source_at)
 
 
 def work_folder(dst: Path) -> Path:
@@ -541,7 +555,8 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, scale
             return SinglePipeline("too short to cut into chunks (one chunk)", job)
     key = Settings.of({"settings": settings_key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
-    return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec)
+    return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec,
+                      source_at=_stat_identity(st))
 
 
 def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str | None:
