@@ -173,6 +173,11 @@ class SlotPipeline:
                     slot.stream.synchronize()
         except Exception as e:  # noqa: BLE001 - reported, not hidden: the caller is already failing or done
             raise EngineError(f"GPU error while finishing: {' '.join(str(e).split())}") from None
+        # the device buffers go back to CuPy's pool now, not when this object is collected: a chunk
+        # worker's next processor is made while this one's frames are still being written (their
+        # pinned host copies stay), and took 144 MiB more of the GPU (BENCHMARKS.md issue 40)
+        for slot in self._slots:
+            slot.dev_in, slot.dev_out = [], []
 
 
 class OverlappedGPU(FrameProcessor, SlotPipeline):
