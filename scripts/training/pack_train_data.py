@@ -94,7 +94,7 @@ def eval_digests(folder: Path | None) -> dict[str, str]:
             image = read_image(path)
             if image.dtype == np.uint8:
                 for d in dihedral_digests(luma_uint8(image)):
-                    out[d] = str(path)
+                    out[d] = str(path.relative_to(folder.parent))
     return out
 
 

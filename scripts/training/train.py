@@ -32,6 +32,8 @@ cuDNN's non-deterministic kernels (set --deterministic to forbid them).
     python3 scripts/training/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
         --iters 60000 --out weights/srcnn_9-1-5_x2.npz --set5 ../shared/data/eval/Set5
 
+    python3 scripts/training/train.py --arch 9-5-5 --scale 4 --data .pack/i42_crops.npz ...  (a crop pack)
+
 A long schedule can run in pieces (e.g. on a machine lent for ten minutes at a time): with
 --time-limit S the run stops at the last validation that fits in S seconds, leaving the best model
 so far in --out and its whole state (weights, Adam, RNGs, history) in --state; the same command
