@@ -233,10 +233,12 @@ def pack_crops(args: argparse.Namespace, evals: dict[str, str]) -> None:
         missing = [n for n in listed if n not in planes_by_name]
         if missing:
             raise SystemExit(f"{args.val2_list} [{section}]: not among the images: {missing[:5]}")
-        val2 += listed[:: args.val2_every]
-    rest = [n for n in names if n not in set(val2)]
+        val2 += [n for n in listed[:: args.val2_every] if n not in val2]
+    held2 = set(val2)
+    rest = [n for n in names if n not in held2]
     val1 = rest[:: args.val_every_nth]
-    train = [n for n in rest if n not in set(val1)]
+    held1 = set(val1)
+    train = [n for n in rest if n not in held1]
 
     def val_split(chosen: list[str]) -> tuple[Split, list[bytes]]:
         split = Split()
