@@ -160,3 +160,97 @@ def test_degraded_variants_are_seeded_per_variant_and_compressed(hr_folder: Path
     draws = [mix.draw((TRAIN, 2, i, 0, 0)) for i in range(2000)]
     assert 0.17 < sum(d is None for d in draws) / 2000 < 0.23
     assert {d[0] for d in draws if d} == {"jpeg", "h264"}
+
+
+# ---------------------------------------------------------------- crop packs (issue 42)
+
+
+@pytest.fixture(scope="module")
+def crop_pack_file(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A crop pack of Set5's images: two for training crops, one for each validation split."""
+    root = tmp_path_factory.mktemp("cropdata")
+    (root / "imgs" / "S").mkdir(parents=True)
+    for name in ("baby_GT.bmp", "bird_GT.bmp", "butterfly_GT.bmp", "head_GT.bmp"):
+        shutil.copy(shared_data / "eval" / "Set5" / name, root / "imgs" / "S" / name)
+    (root / "unlike.txt").write_text("[x]\nS/butterfly_GT.bmp\n")
+    out = root / "pack.npz"
+    cmd = [sys.executable, str(ROOT / "scripts" / "training" / "pack_train_data.py"), "--crops", str(root / "imgs"),
+           "-o", str(out), "--crop", "96", "--val-every-nth", "3", "--val2-list", str(root / "unlike.txt"),
+           "--val-max-side", "96", "--max-mb", "0.2", "--eval", str(root / "none"), "--workers", "1"]
+    (root / "none").mkdir()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_a_crop_pack_run_reports_split_2_chooses_on_split_1_and_resumes(tmp_path: Path, crop_pack_file: Path) -> None:
+    whole = train(tmp_path / "whole.npz", crop_pack_file)
+    assert whole.returncode == 0, whole.stderr
+    assert "validation split 1 1 planes (chooses), split 2 1 planes (reported)" in whole.stdout, whole.stdout
+    first = train(tmp_path / "pieces.npz", crop_pack_file, "--time-limit", "0")
+    assert first.returncode == 0, first.stderr
+    assert "validation2_psnr" in json.loads(first.stdout.strip().splitlines()[-1])
+    assert train(tmp_path / "pieces.npz", crop_pack_file, "--resume").returncode == 0
+    a, b = load_npz(tmp_path / "whole.npz"), load_npz(tmp_path / "pieces.npz")
+    for name, array in a.arrays().items():
+        np.testing.assert_array_equal(array, b.arrays()[name], err_msg=name)
+    meta = b.metadata
+    assert meta["validation_history"] == a.metadata["validation_history"]
+    assert meta["validation2_history"] == a.metadata["validation2_history"]
+    assert [i for i, _ in meta["validation2_history"]] == [i for i, _ in meta["validation_history"]] == [2, 4, 6]
+    best = max(meta["validation_history"], key=lambda iv: iv[1])
+    assert meta["selected_iteration"] == best[0] and meta["validation_psnr"] == best[1]
+    assert meta["validation2_psnr"] == dict(meta["validation2_history"])[best[0]]
+    assert meta["val_planes"] == 1 and meta["val2_planes"] == 1
+    assert meta["data_pack"]["train_crops"] >= 2 and meta["data_pack"]["cut_margin"] == 13
+    # another pack under the same name is other data: no resume
+    other = tmp_path / "other.npz"
+    shutil.copy(crop_pack_file, other)
+    assert train(tmp_path / "m.npz", other, "--time-limit", "0").returncode == 0
+    with open(other, "ab") as f:
+        f.write(b"\0")
+    refused = train(tmp_path / "m.npz", other, "--resume")
+    assert refused.returncode == 1 and "--data-sha256" in refused.stderr, refused.stderr
+    # a crop pack comes alone
+    both = train(tmp_path / "n.npz", crop_pack_file, "--data", str(crop_pack_file), str(crop_pack_file))
+    assert both.returncode == 1 and "comes alone" in both.stderr
+
+
+def test_a_crop_pack_run_with_compressed_inputs(tmp_path: Path, crop_pack_file: Path) -> None:
+    done = train(tmp_path / "real.npz", crop_pack_file, "--degrade", "jpeg:60-95", "--variants", "2",
+                 "--clean-fraction", "0.5", "--degraded-cache", str(tmp_path / "cache"))
+    assert done.returncode == 0, done.stderr
+    mix = load_npz(tmp_path / "real.npz").metadata["degradation"]
+    assert sum(mix["val_variants"].values()) == 2 and sum(mix["val2_variants"].values()) == 2
+    again = train(tmp_path / "real2.npz", crop_pack_file, "--degrade", "jpeg:60-95", "--variants", "2",
+                  "--clean-fraction", "0.5", "--degraded-cache", str(tmp_path / "cache"))
+    assert again.returncode == 0 and "degraded inputs from" in again.stdout, again.stderr
+    a, b = load_npz(tmp_path / "real.npz"), load_npz(tmp_path / "real2.npz")
+    assert a.metadata["validation2_history"] == b.metadata["validation2_history"]
+
+
+def test_patches_of_a_crop_are_patches_of_the_whole_image(shared_data: Path) -> None:
+    """Away from its cut edges by cut_margin, a crop's training patches (input and target) are the whole
+    image's patches at the same pixels; at the image's own edges they reach the border as before."""
+    sys.path.insert(0, str(ROOT / "scripts" / "training"))
+    import crop_pack
+    from train import edge_margins, make_pair, patch_origins
+
+    from srgpu.tools.evaluate import luma_uint8
+
+    full = luma_uint8(read_image(shared_data / "eval" / "Set5" / "baby_GT.bmp"))
+    for scale in (2, 3, 4):
+        bic_full, hr_full = make_pair((full, scale, 1.0))
+        for r0, c0, h, w in ((12 * scale, 20 * scale, 150, 170), (0, 0, 140, 130)):
+            crop = full[r0 : r0 + h, c0 : c0 + w]
+            own = (r0 == 0, False, c0 == 0, False)
+            bic, hr = make_pair((crop, scale, 1.0))
+            corners = patch_origins(hr.shape, 60, 7, edge_margins(own, crop_pack.cut_margin(scale)))
+            assert corners and (r0 > 0 or min(r for r, _ in corners) == 0)
+            for r, c in corners:
+                np.testing.assert_allclose(bic[r : r + 60, c : c + 60], bic_full[r0 + r : r0 + r + 60, c0 + c : c0 + c + 60],
+                                           rtol=0, atol=1e-6)
+                np.testing.assert_array_equal(hr[r : r + 60, c : c + 60], hr_full[r0 + r : r0 + r + 60, c0 + c : c0 + c + 60])
+            # without the margin, a patch at a cut edge would not be the whole image's
+            r, c = 0, w - (w % scale) - 60
+            assert np.abs(bic[r : r + 60, c : c + 60] - bic_full[r0 + r : r0 + r + 60, c0 + c : c0 + c + 60]).max() > 1e-3

@@ -34,7 +34,7 @@ from srgpu.resize import imresize
 
 CACHE_VERSION = 1
 BATCH_FRAMES = 64  # planes per compress_batch call: enough to amortise ffmpeg's start, small enough to spread
-TRAIN, VAL = 0, 1  # the split, part of every variant's seed
+TRAIN, VAL, VAL2 = 0, 1, 2  # the split, part of every variant's seed (VAL2: a crop pack's validation split 2)
 
 
 @dataclass(frozen=True)
@@ -145,14 +145,18 @@ def make_variants(sources: list[tuple[np.ndarray, int, float]], keys: list[tuple
 
 
 def cache_settings(mix: DegradeMix, scale: int, hr_scales: list[float], val_every_nth: int, names: list[str],
-                   planes: list[np.ndarray]) -> dict:
-    """What a cache file's contents depend on (the data: by names and a hash of the planes)."""
+                   planes: list[np.ndarray], parts: list[str] | None = None) -> dict:
+    """What a cache file's contents depend on (the data: by names and a hash of the planes); ``parts``:
+    the splits it holds when not train and val (a crop pack's: train, val, val2)."""
     digest = hashlib.sha256()
     for name, p in zip(names, planes):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(p).tobytes())
-    return {"version": CACHE_VERSION, **mix.describe(), "scale": scale, "hr_scales": list(hr_scales),
-            "val_every_nth": val_every_nth, "data_sha256": digest.hexdigest()}
+    out = {"version": CACHE_VERSION, **mix.describe(), "scale": scale, "hr_scales": list(hr_scales),
+           "val_every_nth": val_every_nth, "data_sha256": digest.hexdigest()}
+    if parts is not None:
+        out["parts"] = list(parts)
+    return out
 
 
 def cache_path(folder: Path, settings: dict) -> Path:
@@ -204,7 +208,7 @@ def cached_variants(folder: Path | None, settings: dict, make: Callable[[], dict
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if path.is_file():
             log(f"degraded inputs from {path}")
-            return load_variants(path, settings, ["train", "val"])
+            return load_variants(path, settings, settings.get("parts", ["train", "val"]))
         parts = make()
         save_variants(path, settings, parts)
         log(f"degraded inputs saved in {path} ({path.stat().st_size / 1e6:.1f} MB)")

@@ -2,7 +2,10 @@
 """Train srgpu's own SRCNN weights (PyTorch; `pip install 'srgpu[train]'`).
 
 Data: HR images (folders, or a pack made by scripts/training/pack_train_data.py), Y channel by MATLAB
-rgb2ycbcr. Inputs are made with exactly the evaluation's degradation: srgpu.resize.imresize
+rgb2ycbcr; or a crop pack (pack_train_data.py --crops; scripts/training/crop_pack.py): HR crops to train
+on and two validation splits of images held out of the crops. A crop is treated as the part of its
+image it is: patches keep cut_margin(scale) pixels away from the edges where it was cut (--cut-margin),
+so that each is a patch of the whole image; at the image's own edges they go to the border as before. Inputs are made with exactly the evaluation's degradation: srgpu.resize.imresize
 (MATLAB bicubic, antialiased) down by 1/s and back up by s, on modcropped HR planes. Extra
 training planes come from HR images downscaled by the --hr-scales factors (same imresize).
 Augmentation: the 8 flips/transposes, which commute exactly with that degradation for
@@ -21,12 +24,15 @@ data preparation (and kept with --degraded-cache DIR). The flips/transposes then
 patches too (the codecs are not symmetric, but the artefacts stay plausible). Set5 is reported clean,
 at jpeg:75 and at h264:23; the model's metadata records the mix under "degradation".
 
-A validation split (every --val-every-nth plane of the sorted list, original scale only) drives
-model selection; Set5, if given, is only reported. Seeded; the result is deterministic up to
+A validation split (every --val-every-nth plane of the sorted list, original scale only; a crop
+pack's split 1) drives model selection; a crop pack's split 2 (images unlike the rest) is validated
+and reported beside it, never chosen on; Set5, if given, is only reported. Seeded; the result is deterministic up to
 cuDNN's non-deterministic kernels (set --deterministic to forbid them).
 
     python3 scripts/training/train.py --arch 9-1-5 --scale 2 --data .pack/train_y.npz \
         --iters 60000 --out weights/srcnn_9-1-5_x2.npz --set5 ../shared/data/eval/Set5
+
+    python3 scripts/training/train.py --arch 9-5-5 --scale 4 --data .pack/i42_crops.npz ...  (a crop pack)
 
 A long schedule can run in pieces (e.g. on a machine lent for ten minutes at a time): with
 --time-limit S the run stops at the last validation that fits in S seconds, leaving the best model
@@ -65,7 +71,8 @@ import torch.nn.functional as F  # noqa: E402
 
 import binary_net  # noqa: E402  (beside this script: --binary)
 from binary_net import save_model  # noqa: E402  (srgpu .npz, float or binarized)
-from degraded_data import TRAIN, VAL, DegradeMix, cache_settings, cached_variants, hr_plane, make_variants, upscale_lr  # noqa: E402
+import crop_pack  # noqa: E402  (beside this script: crop packs)
+from degraded_data import TRAIN, VAL, VAL2, DegradeMix, cache_settings, cached_variants, hr_plane, make_variants, upscale_lr  # noqa: E402
 
 
 # ---------------------------------------------------------------- data
@@ -99,17 +106,60 @@ def make_pair(args: tuple[np.ndarray, int, float]) -> tuple[np.ndarray, np.ndarr
     return bic.astype(np.float32), hr.astype(np.float32)
 
 
-def extract_patches(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int,
-                    halo: int = 0) -> tuple[np.ndarray, np.ndarray]:
+Margins = tuple[int, int, int, int]  # pixels kept clear at the top, bottom, left and right
+NO_MARGINS: Margins = (0, 0, 0, 0)
+
+
+def patch_origins(shape: tuple[int, int], size: int, stride: int, margins: Margins = NO_MARGINS) -> list[tuple[int, int]]:
+    """Top-left corners of the patches of ``size`` drawn from a plane, ``stride`` apart, ``margins`` clear."""
+    top, bottom, left, right = margins
+    h, w = shape
+    return [(r, c) for r in range(top, h - bottom - size + 1, stride) for c in range(left, w - right - size + 1, stride)]
+
+
+def edge_margins(edges: tuple[bool, bool, bool, bool], margin: int) -> Margins:
+    """``margin`` at each cut edge (False), none at the image's own edges (True)."""
+    return tuple(0 if own else margin for own in edges)  # type: ignore[return-value]
+
+
+def extract_patches(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int, halo: int = 0,
+                    margins: list[Margins] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Input patches of ``size`` and their targets' scored centres (``halo`` cut off every side)."""
-    xs, ys = [], []
-    for bic, hr in pairs:
-        h, w = hr.shape
-        for r in range(0, h - size + 1, stride):
-            for c in range(0, w - size + 1, stride):
-                xs.append(bic[r : r + size, c : c + size])
-                ys.append(hr[r + halo : r + size - halo, c + halo : c + size - halo])
-    return np.stack(xs), np.stack(ys)
+    x, y = patches_to_device(pairs, size, stride, halo, margins, torch.device("cpu"))
+    return x[:, 0].numpy(), y[:, 0].numpy()
+
+
+def patches_to_device(pairs: list[tuple[np.ndarray, np.ndarray]], size: int, stride: int, halo: int,
+                      margins: list[Margins] | None, device: torch.device,
+                      chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """extract_patches's patches as (N, 1, size, size) and (N, 1, size - 2 halo, ...) tensors on ``device``,
+    filled a chunk at a time (the host never holds them all at once)."""
+    margins = margins or [NO_MARGINS] * len(pairs)
+    origins = [patch_origins(hr.shape, size, stride, m) for (_, hr), m in zip(pairs, margins)]
+    n, inner = sum(len(o) for o in origins), size - 2 * halo
+    x_all = torch.empty((n, 1, size, size), dtype=torch.float32, device=device)
+    y_all = torch.empty((n, 1, inner, inner), dtype=torch.float32, device=device)
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    done = 0
+
+    def flush() -> None:
+        nonlocal done
+        if xs:
+            x_all[done : done + len(xs), 0] = torch.from_numpy(np.stack(xs)).to(device)
+            y_all[done : done + len(ys), 0] = torch.from_numpy(np.stack(ys)).to(device)
+            done += len(xs)
+            xs.clear()
+            ys.clear()
+
+    for (bic, hr), corners in zip(pairs, origins):
+        for r, c in corners:
+            xs.append(bic[r : r + size, c : c + size])
+            ys.append(hr[r + halo : r + size - halo, c + halo : c + size - halo])
+            if len(xs) == chunk:
+                flush()
+    flush()
+    return x_all, y_all
 
 
 def degraded_pairs(clean: list[tuple[np.ndarray, np.ndarray]], lrs: list[list[np.ndarray | None]], scale: int,
@@ -218,7 +268,7 @@ class TrainStep:
 # the data or the network (the rest, e.g. --workers, --log, --time-limit, may change)
 RESUME_KEYS = ("arch", "scale", "data", "iters", "batch", "patch", "stride", "hr_scales", "lr", "lr_final", "warmup",
                "val_every_nth", "val_interval", "seed", "init", "tf32", "amp", "deterministic", "device_type", "binary",
-               "degrade", "clean_fraction", "variants")
+               "degrade", "clean_fraction", "variants", "cut_margin", "data_sha256")
 
 
 def resume_settings(args: argparse.Namespace) -> dict:
@@ -226,9 +276,44 @@ def resume_settings(args: argparse.Namespace) -> dict:
     out = {k: (str(v) if isinstance(v, Path) else [str(d) for d in v] if k == "data" else v)
            for k, v in vars(args).items() if k in RESUME_KEYS}
     out["device_type"] = torch.device(args.device).type  # the RNG streams differ between CPU and CUDA
+    pack = crop_pack_path(args.data)
+    # a crop pack: its contents (a pack remade under the same name is other data) and the margin used
+    out["data_sha256"] = file_sha256(pack) if pack else None
+    out["cut_margin"] = effective_cut_margin(args) if pack else None
     if not args.degrade:  # a clean run: the mix's options mean nothing (and states saved before them match)
         out.update(degrade=None, clean_fraction=None, variants=None)
     return out
+
+
+def crop_pack_path(sources: list[Path]) -> Path | None:
+    """The crop pack among --data, if it is one (a crop pack comes alone)."""
+    packs = [s for s in sources if crop_pack.is_crop_pack(s)]
+    if packs and len(sources) > 1:
+        raise SystemExit(f"--data: a crop pack ({packs[0]}) holds its own validation splits and comes alone")
+    return packs[0] if packs else None
+
+
+def effective_cut_margin(args: argparse.Namespace) -> int:
+    return crop_pack.cut_margin(args.scale) if args.cut_margin is None else args.cut_margin
+
+
+_SHA256: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256 (once per file and modification: the state is saved at every validation)."""
+    import hashlib
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _SHA256:
+        return _SHA256[key]
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    _SHA256[key] = h.hexdigest()
+    return _SHA256[key]
 
 
 def device_name(device: torch.device) -> str:
@@ -237,13 +322,13 @@ def device_name(device: torch.device) -> str:
 
 def save_state(args: argparse.Namespace, done: int, net: SRCNN, opt: torch.optim.Optimizer, step: "TrainStep",
                gen: torch.Generator, aug_rng: np.random.Generator, best: tuple, history: list, init_meta: dict | None,
-               segments: list[dict]) -> None:
+               segments: list[dict], history2: list) -> None:
     """Everything --resume needs to go on as if never stopped; written to a temporary name, then renamed."""
     state = {
         "args": resume_settings(args),
         "iteration": done, "net": net.state_dict(), "opt": opt.state_dict(), "scaler": step.scaler.state_dict(),
         "gen": gen.get_state(), "aug_rng": aug_rng.bit_generator.state, "best": best, "history": history,
-        "init_meta": init_meta, "segments": segments,
+        "init_meta": init_meta, "segments": segments, "history2": history2,
     }
     tmp = args.state.with_name(f".{args.state.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
@@ -275,7 +360,8 @@ def load_state(state: dict, net: SRCNN, opt: torch.optim.Optimizer, step: "Train
     gen.set_state(state["gen"].cpu() if hasattr(state["gen"], "cpu") else state["gen"])
     aug_rng.bit_generator.state = state["aug_rng"]
     best = tuple(state["best"])
-    return state["iteration"], best, state["history"], state["init_meta"], state["segments"]
+    return (state["iteration"], best, state["history"], state["init_meta"], state["segments"],
+            state.get("history2", []))
 
 
 def make_optimizer(net: SRCNN, lr: float) -> torch.optim.Adam:
@@ -305,7 +391,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--lr-final", type=float, default=1e-6)
     ap.add_argument("--warmup", type=int, default=1000)
-    ap.add_argument("--val-every-nth", type=int, default=15, help="every n-th plane is held out")
+    ap.add_argument("--val-every-nth", type=int, default=15,
+                    help="every n-th plane is held out (not with a crop pack, which holds its own splits)")
+    ap.add_argument("--cut-margin", type=int,
+                    help="crop packs: pixels patches keep from a crop's cut edges (default: crop_pack.cut_margin, "
+                         "3 x scale + 4, beyond which a patch is the whole image's; 0 treats crops as images)")
     ap.add_argument("--val-interval", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -369,12 +459,37 @@ def main() -> None:
 
     saved = check_resumable(args, device) if args.resume else None
     t0 = time.time()
-    planes, names = load_planes(args.data)
-    val_idx = set(range(0, len(planes), args.val_every_nth))
-    train_planes = [p for i, p in enumerate(planes) if i not in val_idx]
-    val_planes = [p for i, p in enumerate(planes) if i in val_idx]
+    pack_path = crop_pack_path(args.data)
+    pack_meta: dict | None = None
+    if pack_path is not None:
+        pack = crop_pack.read_pack(pack_path)
+        train, val, val2 = (pack.splits[k] for k in crop_pack.SPLITS)
+        train_planes, val_planes, val2_planes = train.planes, val.planes, val2.planes
+        margin = effective_cut_margin(args)
+        train_margins = [edge_margins(e, margin) for e in train.edges()]
+        # the degraded-variant cache's key: every plane, named by its split
+        names = [f"{k}:{n}" for k in crop_pack.SPLITS for n in pack.splits[k].names]
+        planes = train_planes + val_planes + val2_planes
+        pack_meta = {k: pack.meta.get(k) for k in ("seed", "crop", "max_mb", "val_every_nth", "val2_every",
+                                                   "val2_sections", "val_max_side", "train_images",
+                                                   "train_images_cropped", "megapixels", "commit")}
+        pack_meta.update(path=str(pack_path), sha256=file_sha256(pack_path), train_crops=len(train),
+                         cut_margin=margin)
+        log(f"crop pack {pack_path}: {len(train)} training crops ({train.megapixels():.1f} Mpx), validation "
+            f"split 1 {len(val)} planes (chooses), split 2 {len(val2)} planes (reported); patches keep {margin} px "
+            f"from cut edges" + ("" if args.val_every_nth == 15 else "; --val-every-nth is the pack's own"))
+        del pack
+    else:
+        planes, names = load_planes(args.data)
+        val_idx = set(range(0, len(planes), args.val_every_nth))
+        train_planes = [p for i, p in enumerate(planes) if i not in val_idx]
+        val_planes = [p for i, p in enumerate(planes) if i in val_idx]
+        val2_planes = []
+        train_margins = [NO_MARGINS] * len(train_planes)
     jobs = [(p, args.scale, hs) for p in train_planes for hs in args.hr_scales]
+    job_margins = [m for m in train_margins for _ in args.hr_scales]
     val_jobs = [(p, args.scale, 1.0) for p in val_planes]
+    val2_jobs = [(p, args.scale, 1.0) for p in val2_planes]
     mix: DegradeMix | None = None
     degradation: dict | None = None
     with ProcessPoolExecutor(args.workers) as pool:
@@ -386,14 +501,18 @@ def main() -> None:
             n_hs = len(args.hr_scales)
             train_keys = [(TRAIN, args.scale, i // n_hs, i % n_hs) for i in range(len(jobs))]
             val_keys = [(VAL, args.scale, i) for i in range(len(val_jobs))]
+            val2_keys = [(VAL2, args.scale, i) for i in range(len(val2_jobs))]
+            parts = ["train", "val", "val2"] if pack_path is not None else None
             t1 = time.time()
             variants = cached_variants(
                 args.degraded_cache,
-                cache_settings(mix, args.scale, args.hr_scales, args.val_every_nth, names, planes),
+                cache_settings(mix, args.scale, args.hr_scales, args.val_every_nth, names, planes, parts),
                 lambda: {"train": make_variants(jobs, train_keys, mix, pool),
-                         "val": make_variants(val_jobs, val_keys, mix, pool)}, log)
+                         "val": make_variants(val_jobs, val_keys, mix, pool),
+                         **({"val2": make_variants(val2_jobs, val2_keys, mix, pool)} if parts else {})}, log)
             degradation = {**mix.describe(), "train_variants": variants["train"].counts(),
-                           "val_variants": variants["val"].counts()}
+                           "val_variants": variants["val"].counts(),
+                           **({"val2_variants": variants["val2"].counts()} if parts else {})}
             log(f"degraded variants ({time.time() - t1:.1f}s): train {degradation['train_variants']}, "
                 f"validation {degradation['val_variants']}")
         if args.prepare_only:
@@ -401,20 +520,27 @@ def main() -> None:
             return
         train_pairs = list(pool.map(make_pair, jobs, chunksize=8))
         val_pairs = list(pool.map(make_pair, val_jobs))
+        val2_pairs = list(pool.map(make_pair, val2_jobs))
         if mix is not None:  # every source's variants in place of its clean pair
             train_pairs = degraded_pairs(train_pairs, variants["train"].lr, args.scale, pool)
+            job_margins = [m for m, row in zip(job_margins, variants["train"].lr) for _ in row]
             val_pairs = degraded_pairs(val_pairs, variants["val"].lr, args.scale, pool)
+            if val2_pairs:
+                val2_pairs = degraded_pairs(val2_pairs, variants["val2"].lr, args.scale, pool)
     net = binary_net.make_net(args.binary, f1, f2, f3, SRCNN).to(device)
     halo = net.halo
     size = args.patch + 2 * halo
-    xs, ys = extract_patches(train_pairs, size, args.stride, halo)
-    n_patches = len(xs)
-    x_all = torch.from_numpy(xs).to(device)[:, None]
-    y_all = torch.from_numpy(ys).to(device)[:, None]
-    del xs, ys, train_pairs  # the host copies (several GB with --degrade)
+    x_all, y_all = patches_to_device(train_pairs, size, args.stride, halo, job_margins, device)
+    n_patches = len(x_all)
+    del train_pairs  # the host copies (several GB with --degrade)
+    if n_patches == 0:
+        raise SystemExit(f"no training patch of {size}px fits in the training planes at these HR scales "
+                         f"(a crop pack's crops may be too small for --patch {args.patch}, --hr-scales "
+                         f"{min(args.hr_scales)} and their cut margins)")
     log(f"{len(train_planes)} train planes x {len(args.hr_scales)} HR scales"
-        f"{f' x {args.variants} variants' if mix else ''} -> {n_patches} patches of {size}px; "
-        f"{len(val_pairs)} validation planes; data ready in {time.time() - t0:.1f}s")
+        f"{f' x {args.variants} variants' if mix else ''} -> {n_patches} patches of {size}px "
+        f"({(x_all.numel() + y_all.numel()) * 4 / 1e9:.1f} GB); {len(val_pairs)} validation planes"
+        f"{f' + {len(val2_pairs)} of split 2' if val2_pairs else ''}; data ready in {time.time() - t0:.1f}s")
 
     init_meta: dict | None = None
     if args.init and not args.resume and args.binary:
@@ -444,6 +570,7 @@ def main() -> None:
     aug_rng = np.random.default_rng(args.seed)
     best: tuple[float, int, dict | None] = (-1.0, 0, None)
     history: list[tuple[int, float]] = []
+    history2: list[tuple[int, float]] = []  # validation split 2, reported only
     segments: list[dict] = []  # one per invocation of this run (--resume adds one)
 
     def metadata(done: int) -> dict:
@@ -461,6 +588,9 @@ def main() -> None:
             "train_seconds": round(sum(seg.get("seconds", 0.0) for seg in segments), 1),
             "validation_psnr": round(best[0], 4),
             "validation_history": history,
+            **({"val2_planes": len(val2_pairs), "validation2_psnr": dict(history2).get(best[1]),
+                "validation2_history": history2} if val2_pairs else {}),
+            **({"data_pack": pack_meta} if pack_meta else {}),
             "command": segments[0]["command"] if segments else " ".join(sys.argv),
             "segments": segments, "initialised_from": init_meta, "binary": args.binary,
             **({"degradation": degradation} if degradation else {}),
@@ -475,13 +605,15 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     start = 0
     if args.resume:
-        start, best, history, init_meta, segments = load_state(saved, net, opt, step, gen, aug_rng)
+        start, best, history, init_meta, segments, history2 = load_state(saved, net, opt, step, gen, aug_rng)
         log(f"resumed from {args.state} at iteration {start} (best {best[0]:.3f} dB @ {best[1]})")
     elif args.init:  # a continued run never ends worse than where it started
         v0 = validate(net, val_pairs, args.scale, device)
         history.append((0, round(v0, 4)))
+        if val2_pairs:
+            history2.append((0, round(validate(net, val2_pairs, args.scale, device), 4)))
         best = (v0, 0, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
-        log(f"iter 0: val {v0:.3f} dB (the initial model)")
+        log(f"iter 0: val {v0:.3f} dB (the initial model)" + (f", split 2 {history2[-1][1]:.3f} dB" if val2_pairs else ""))
     if start < args.iters:
         segments.append({"command": " ".join(sys.argv), "commit": git_commit(), "device": device_name(device),
                          "from_iteration": start, "to_iteration": start})
@@ -501,17 +633,21 @@ def main() -> None:
         if (it + 1) % args.val_interval == 0 or it + 1 == args.iters:
             v = validate(net, val_pairs, args.scale, device)
             history.append((it + 1, round(v, 4)))
+            if val2_pairs:  # reported beside split 1, never chosen on
+                history2.append((it + 1, round(validate(net, val2_pairs, args.scale, device), 4)))
             segments[-1]["to_iteration"] = it + 1
             segments[-1]["seconds"] = round(time.time() - t_segment, 1)
             if v > best[0]:
                 best = (v, it + 1, {k_: t.detach().clone() for k_, t in net.state_dict().items()})
                 # a checkpoint of the best so far, so an interrupted run still leaves a usable model
                 save_model(best_model(metadata(it + 1)), args.out)
-            save_state(args, it + 1, net, opt, step, gen, aug_rng, best, history, init_meta, segments)
+            save_state(args, it + 1, net, opt, step, gen, aug_rng, best, history, init_meta, segments, history2)
             el = time.time() - t_segment
             done_here = it + 1 - start
             log(f"iter {it + 1}/{args.iters} lr {lr:.2e} loss {float(loss.detach()):.3e} val {v:.3f} dB "
-                f"(best {best[0]:.3f} @ {best[1]}) {el:.0f}s {1000 * el / done_here:.2f} ms/iter")
+                f"(best {best[0]:.3f} @ {best[1]})"
+                + (f" split 2 {history2[-1][1]:.3f} dB" if val2_pairs else "")
+                + f" {el:.0f}s {1000 * el / done_here:.2f} ms/iter")
             t_interval = el / done_here * args.val_interval
             if (args.time_limit is not None and it + 1 < args.iters
                     and time.time() - t_main + t_interval > args.time_limit):
@@ -522,7 +658,8 @@ def main() -> None:
         log(f"stopped by --time-limit at iteration {segments[-1]['to_iteration']} of {args.iters}; "
             f"{args.out} holds the best so far; continue with --resume --state {args.state}")
         print(json.dumps({"out": str(args.out), "stopped_at": segments[-1]["to_iteration"], "state": str(args.state),
-                          "validation_psnr": round(best[0], 4), "selected_iteration": best[1]}), flush=True)
+                          "validation_psnr": round(best[0], 4), "selected_iteration": best[1],
+                          **({"validation2_psnr": dict(history2).get(best[1])} if val2_pairs else {})}), flush=True)
         return
 
     if start < args.iters:
@@ -550,8 +687,11 @@ def main() -> None:
                     f"SSIM {sr.ssim:.4f}")
         model = best_model(meta)
     save_model(model, args.out)
-    log(f"wrote {args.out}: val {best[0]:.3f} dB at iter {best[1]}, {meta['train_seconds']:.0f}s training")
+    log(f"wrote {args.out}: val {best[0]:.3f} dB at iter {best[1]}"
+        + (f" (split 2 {meta['validation2_psnr']:.3f} dB)" if val2_pairs else "")
+        + f", {meta['train_seconds']:.0f}s training")
     print(json.dumps({"out": str(args.out), "validation_psnr": meta["validation_psnr"],
+                      **({"validation2_psnr": meta["validation2_psnr"]} if val2_pairs else {}),
                       "selected_iteration": best[1], "set5_psnr": meta.get("set5_psnr")}), flush=True)
 
 if __name__ == "__main__":

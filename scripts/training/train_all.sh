@@ -10,6 +10,8 @@
 # INIT_DIR: continue from srcnn_<arch>_x<s>.npz files there (e.g. weights/) instead of starting afresh.
 # SUFFIX: name the outputs srcnn_<arch>SUFFIX_x<s>.npz (e.g. SUFFIX=-real with --degrade ...: the
 # real-source models); INIT_SUFFIX: the same for the INIT_DIR files (default: none, the clean models).
+# GPUS: spread the processes over these GPUs in turn (e.g. GPUS="0 1" on a two-GPU machine; default: all
+# on the one PyTorch picks). Data: a crop pack works as well (TRAIN_DATA=.pack/i42_crops.npz, issue 42).
 set -euo pipefail
 out=${1:?usage: train_all.sh OUTDIR [train.py args]}; shift
 cd "$(dirname "$0")/../.."  # the repository root (this script lives in scripts/training/)
@@ -19,6 +21,8 @@ set5=${SET5:-../shared/data/eval/Set5}
 logs=${LOGDIR:-$out}
 mkdir -p "$out" "$logs"
 pids=()
+read -r -a gpus <<< "${GPUS:-}"
+n=0
 for arch in ${ARCHS:-9-1-5 9-5-5}; do
   if [ "$arch" = 9-1-5 ]; then iters=${ITERS_915:-60000} extra=${ARGS_915:-}
   else iters=${ITERS_955:-30000} extra=${ARGS_955:-}; fi
@@ -26,7 +30,10 @@ for arch in ${ARCHS:-9-1-5 9-5-5}; do
     init=()
     [ -n "${INIT_DIR:-}" ] && init=(--init "$INIT_DIR/srcnn_${arch}${INIT_SUFFIX:-}_x${s}.npz")
     name=${arch}${SUFFIX:-}_x${s}
-    python3 scripts/training/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
+    gpu=()
+    [ ${#gpus[@]} -gt 0 ] && gpu=(env CUDA_VISIBLE_DEVICES="${gpus[$((n % ${#gpus[@]}))]}")
+    n=$((n + 1))
+    "${gpu[@]}" python3 scripts/training/train.py --arch "$arch" --scale "$s" --data "$data" --iters "$iters" \
       --workers "${WORKERS:-3}" --set5 "$set5" --out "$out/srcnn_${name}.npz" \
       --log "$logs/train_${name}.log" "${init[@]}" $extra "$@" > "$logs/stdout_${name}.txt" 2>&1 &
     pids+=($!)
