@@ -76,3 +76,23 @@ def test_strict_nvdec_is_refused_for_chunks_as_for_the_single_pipeline(tmp_path:
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
         plan_video(src, tmp_path / "o.mkv", 2, options)
     assert not chunked.work_folder(tmp_path / "o.mkv").exists()
+
+
+def test_a_job_planned_for_one_scale_is_refused_by_an_engine_of_another(tmp_path: Path) -> None:
+    """The scale is decided once, when a video is planned; where the planned job meets the engine
+    that runs it (the single pipeline's encode, a chunk's worker) another scale is refused in one
+    line, before a frame is decoded (it used to fill the planned frame size with the x3 model)."""
+    src = make_clip(tmp_path / "long.mkv", frames=30, codec="libx264", out_args=("-g", "5"))
+    options = VideoOptions(EncodeOptions(preset="ultrafast"), hwdec="no")
+    three = CPUEngine(random_model("9-1-5", seed=1, scale=3), 3)
+    job = plan_video(src, tmp_path / "o.mkv", 2, options)
+    with pytest.raises(VideoError) as refused:
+        api.encode(job, three)
+    assert str(refused.value) == f"{src}: planned for x2, but the engine upscales x3"
+    assert not (tmp_path / "o.mkv").exists() and not job.plan.tmp.exists()
+    cj = chunked.plan_chunked(src, tmp_path / "c.mkv", 2, {"scale": 2}, options, chunk_seconds=0.3)
+    assert isinstance(cj, chunked.ChunkedJob)
+    with pytest.raises(VideoError) as refused:
+        cj.task(cj.chunks[0]).execute(three)
+    assert str(refused.value) == f"{cj.job.src}: planned for x2, but the engine upscales x3"
+    assert "\n" not in str(refused.value) and not chunked.chunk_path(cj.work, 0).exists()

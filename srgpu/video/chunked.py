@@ -51,8 +51,8 @@ from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_v
 from ..engine.plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
-from .api import (VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option,
-                  video_codec)
+from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, concealment_notes, engine_gpu, plan_video,
+                  threads_option, video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import EncodeOptions, VideoOptions
@@ -172,6 +172,7 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     by a run or a worker before) is returned as it is: a verified chunk is never rewritten.
     ``turn`` (a pool worker's srgpu.batch.pool.EngineTurn): taken before each attempt uses the
     engine, given up once its last frame is processed; its ``cancel`` stops the pipeline."""
+    check_engine_scale(task.job, engine)  # a worker's engine of another scale than the plan's: refused
     found, _ = check_chunk(task)
     if found is not None:  # its frames count now: a pool takes back what a worker that died had counted
         if progress is not None:
