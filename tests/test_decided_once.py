@@ -72,7 +72,7 @@ def test_strict_nvdec_is_refused_for_chunks_as_for_the_single_pipeline(tmp_path:
     src = make_clip(tmp_path / "long.mkv", frames=30, codec="libx264", out_args=("-g", "5"))
     options = VideoOptions(EncodeOptions(preset="ultrafast"), hwdec="nvdec", strict=True)
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
-        chunked.plan_chunked(src, tmp_path / "o.mkv", 2, {"scale": 2}, options, chunk_seconds=0.3)
+        chunked.plan_chunked(src, tmp_path / "o.mkv", {"scale": 2}, options, chunk_seconds=0.3)
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
         plan_video(src, tmp_path / "o.mkv", 2, options)
     assert not chunked.work_folder(tmp_path / "o.mkv").exists()
@@ -90,7 +90,7 @@ def test_a_job_planned_for_one_scale_is_refused_by_an_engine_of_another(tmp_path
         api.encode(job, three)
     assert str(refused.value) == f"{src}: planned for x2, but the engine upscales x3"
     assert not (tmp_path / "o.mkv").exists() and not job.plan.tmp.exists()
-    cj = chunked.plan_chunked(src, tmp_path / "c.mkv", 2, {"scale": 2}, options, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, tmp_path / "c.mkv", {"scale": 2}, options, chunk_seconds=0.3)
     assert isinstance(cj, chunked.ChunkedJob)
     with pytest.raises(VideoError) as refused:
         cj.task(cj.chunks[0]).execute(three)

@@ -167,7 +167,7 @@ def test_a_work_folder_made_by_the_previous_srgpu_keeps_its_chunks(tmp_path: Pat
     assert identity["label"]  # the previous form put it in the key
 
     def plan(dst: Path, options: VideoOptions = MEDIUM) -> chunked.ChunkedJob:
-        cj = chunked.plan_chunked(clip, dst, 2, identity, options, chunk_seconds=0.3)
+        cj = chunked.plan_chunked(clip, dst, identity, options, chunk_seconds=0.3)
         assert not isinstance(cj, str)
         return cj
 

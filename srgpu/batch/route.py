@@ -294,7 +294,7 @@ def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cl
     gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
     pool = LocalPool(spec, wplan.devices) if not cluster and count > 1 else None
     try:  # the workers start once the video is known to be long, and come up while it is scanned
-        cj = chunked.plan_chunked_or_single(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
+        cj = chunked.plan_chunked_or_single(job.src, job.dst, spec.identity(), video, overwrite=overwrite,
                                             workers=count, chunk_seconds=o.chunk_seconds, gpu=gpu,
                                             when_long=pool.start if pool is not None else None)
     except BaseException:
