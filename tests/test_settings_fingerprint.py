@@ -19,7 +19,7 @@ from srgpu.batch.pool import EngineSpec, InProcess
 from srgpu.batch.resume import Resume
 from srgpu.engine.cpu import CPUEngine
 from srgpu.images.files import write_image_atomic
-from srgpu.manifest import MANIFEST_NAME, Settings, settings_fingerprint, weights_hash
+from srgpu.manifest import MANIFEST_NAME, Settings, model_identity, settings_fingerprint, weights_hash
 from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoJob, VideoOptions
@@ -72,7 +72,7 @@ def test_images_videos_and_chunks_share_one_form(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "c.mkv").write_bytes(clip.read_bytes())
     plan = plan_batch(tmp_path / "in", tmp_path / "out")
-    resume = Resume(plan, model, 2, FAST)
+    resume = Resume(plan, model_identity(model, 2), FAST)
     try:
         folder = dict(resume._settings(plan.jobs[0]).values)
     finally:

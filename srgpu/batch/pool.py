@@ -236,6 +236,10 @@ class InProcess:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    def identity(self) -> dict[str, Any]:
+        """What of the engine decides its output (srgpu.manifest.model_identity)."""
+        return model_identity(self.engine.model, self.engine.scale)
+
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
             on_result: Callable[[Any], None], on_start: StartCallback | None = None,
             on_error: ErrorCallback | None = None) -> None:
@@ -490,6 +494,10 @@ class LocalPool:
         worker = _Worker(wid, slot, proc, parent)
         self._pool[wid] = worker
         return worker
+
+    def identity(self) -> dict[str, Any]:
+        """What of the workers' engines decides their output (EngineSpec.identity)."""
+        return self.spec.identity()
 
     def pids(self) -> list[int]:
         """The worker processes' ids (for tests and tools)."""

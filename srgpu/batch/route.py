@@ -390,7 +390,7 @@ def _upscale_folder_on_workers(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOpt
     progress = cb.files_progress(plan)
     try:
         with runner_cm as runner:
-            return run_files(plan, runner, srcnn, o.scale, video, o.images.png_compression, on_done=progress.done,
+            return run_files(plan, runner, video, o.images.png_compression, on_done=progress.done,
                              on_frames=progress.frames, max_pixels=o.images.max_pixels)
     finally:
         progress.close()
