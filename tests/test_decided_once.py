@@ -96,3 +96,16 @@ def test_a_job_planned_for_one_scale_is_refused_by_an_engine_of_another(tmp_path
         cj.task(cj.chunks[0]).execute(three)
     assert str(refused.value) == f"{cj.job.src}: planned for x2, but the engine upscales x3"
     assert "\n" not in str(refused.value) and not chunked.chunk_path(cj.work, 0).exists()
+
+
+def test_a_worker_spec_of_a_model_made_for_another_scale_is_refused_where_it_is_made() -> None:
+    """EngineSpec is where the model and the scale meet for the workers: refused there, in the
+    caller, with the engine's own message, not in every worker that would make an engine of it."""
+    from srgpu.batch.pool import EngineSpec
+    from srgpu.model import ModelError
+
+    model = random_model("9-1-5", seed=1, scale=3)
+    with pytest.raises(ModelError) as refused:
+        EngineSpec(model, 2)
+    assert str(refused.value) == f"model {model.name} is trained for x3, not x2; choose --scale 3 or a model for x2"
+    assert EngineSpec(model, 3).identity()["scale"] == 3

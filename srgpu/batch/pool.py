@@ -51,6 +51,11 @@ class EngineSpec:
     device: str = "cpu"
     precision: str = "auto"
 
+    def __post_init__(self) -> None:
+        # where the model and the scale meet for the workers: a model file made for another scale
+        # is refused here, in the caller, in the engine's words, not in every worker it reaches
+        self.model.check_scale(self.scale)
+
     def create(self) -> Engine:
         return create_engine(self.device, self.model, self.scale, GPUOptions(precision=self.precision))  # type: ignore[arg-type]
 
