@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from srgpu.images.files import encode_params, read_image_data, write_image_atomic  # noqa: E402
 from srgpu.batch.resume import JobStat, Resume
+from srgpu.manifest import model_identity
 from srgpu.batch.tasks import OutputFolders, prepare_job
 from srgpu.images.upscale import _check_alpha, fit_to_format
 from srgpu.batch.plan import plan_batch  # noqa: E402
@@ -46,7 +47,7 @@ def srgpu_steps(folder: Path, out: Path, scale: int) -> dict[str, float]:
     """Seconds per step over the folder, srgpu's way."""
     shutil.rmtree(out, ignore_errors=True)
     plan = plan_batch(folder, out)
-    resume = Resume(plan, load_npz(builtin_path("9-1-5", scale)), scale, VideoOptions())
+    resume = Resume(plan, model_identity(load_npz(builtin_path("9-1-5", scale)), scale), VideoOptions())
     folders = OutputFolders()
     t = dict.fromkeys(("look", "read", "resize", "write"), 0.0)
     for job in plan.jobs:

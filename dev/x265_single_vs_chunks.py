@@ -31,7 +31,7 @@ def main() -> None:  # the pool's workers import this module: nothing runs at im
     single, parts = tmp / "single.mkv", tmp / "chunks.mkv"
     t0 = time.perf_counter(); upscale_video(src, single, engine, options, overwrite=True); t1 = time.perf_counter()
     spec = EngineSpec(model, 2)
-    cj = chunked.plan_chunked(src, parts, 2, spec.identity(), options, overwrite=True, workers=4, gpu=0,
+    cj = chunked.plan_chunked(src, parts, spec.identity(), options, overwrite=True, workers=4, gpu=0,
                               chunk_seconds=seconds / 4)
     assert not isinstance(cj, str), cj
     with LocalPool(spec, ["cuda:0"] * 4) as pool:

@@ -50,7 +50,7 @@ def run_both(src: Path, tmp: Path, engine: BicubicEngine, options: VideoOptions 
     (``workers``: the count the chunks are planned for; they run in this process)."""
     single, parts = tmp / f"single{suffix}", tmp / f"chunked{suffix}"
     upscale_video(src, single, engine, options)
-    cj = chunked.plan_chunked(src, parts, engine.scale, IDENTITY, options, chunk_seconds=chunk_seconds,
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=chunk_seconds,
                               workers=workers)
     assert not isinstance(cj, str), cj
     assert len(cj.chunks) >= least
@@ -325,11 +325,11 @@ def test_chapters_metadata_and_subtitles_once(tmp_path: Path, engine: BicubicEng
 
 def test_short_videos_keep_the_single_pipeline(tmp_path: Path) -> None:
     src = make_clip(tmp_path / "s.mp4", frames=10, codec="libx264", out_args=("-preset", "ultrafast"))
-    reason = chunked.plan_chunked(src, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM)
+    reason = chunked.plan_chunked(src, tmp_path / "o.mp4", IDENTITY, MEDIUM)
     assert isinstance(reason, str) and "short" in reason
     one_gop = make_clip(tmp_path / "g.mp4", frames=10, codec="libx264",
                         out_args=("-preset", "ultrafast", "-x264-params", "keyint=100:scenecut=0"))
-    reason = chunked.plan_chunked(one_gop, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, chunk_seconds=0.1)
+    reason = chunked.plan_chunked(one_gop, tmp_path / "o.mp4", IDENTITY, MEDIUM, chunk_seconds=0.1)
     assert isinstance(reason, str) and "no keyframe" in reason
 
 
@@ -339,7 +339,7 @@ def test_the_join_refuses_a_chunk_that_changed(tmp_path: Path, engine: BicubicEn
     src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264",
                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, MEDIUM, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     calls = []
 
@@ -363,7 +363,7 @@ def test_the_output_name_stays_free_until_the_join_is_verified(tmp_path: Path, e
     src = make_clip(tmp_path / "src.mp4", frames=24, codec="libx264",
                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, MEDIUM, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     from srgpu.video import verify
 
@@ -468,7 +468,7 @@ def test_a_chunk_that_seeking_gets_wrong_is_decoded_from_the_start(tmp_path: Pat
     monkeypatch.setattr(Chunk, "window", late)
     single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
     upscale_video(src, single, engine, MEDIUM)
-    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, parts, IDENTITY, MEDIUM, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert any("decoded from the start of the file" in n for n in result.notes)
@@ -498,7 +498,7 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
     single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
     upscale_video(src, single, engine, MEDIUM)
-    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, MEDIUM, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, parts, IDENTITY, MEDIUM, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     from dataclasses import replace
 
@@ -539,7 +539,7 @@ def test_chunks_are_made_largest_first(tmp_path: Path, engine: BicubicEngine) ->
     assert sum(packets_in_file.sizes) == sum(int(ln.split(",")[4]) for ln in subprocess.run(
         [ffmpeg_exe(), "-v", "error", "-i", str(src), "-c", "copy", "-f", "framecrc", "-"],
         capture_output=True, text=True, check=True).stdout.splitlines() if ln and not ln.startswith("#"))
-    cj = chunked.plan_chunked(src, tmp_path / "out.mkv", 2, IDENTITY, MEDIUM, chunk_seconds=0.5, workers=2)
+    cj = chunked.plan_chunked(src, tmp_path / "out.mkv", IDENTITY, MEDIUM, chunk_seconds=0.5, workers=2)
     assert not isinstance(cj, str) and len(cj.chunks) == 4
     order = [c.index for c in chunks.largest_first(cj.scan, cj.chunks)]
     assert sorted(order[:2]) == [2, 3] and sorted(order[2:]) == [0, 1]  # the noisy half first
@@ -560,11 +560,11 @@ def test_workers_start_only_once_a_video_is_long(tmp_path: Path) -> None:
     will be cut into chunks, before the scan, and never for one that keeps the single pipeline."""
     calls: list[str] = []
     short = make_clip(tmp_path / "s.mp4", frames=10, codec="libx264", out_args=("-preset", "ultrafast"))
-    assert isinstance(chunked.plan_chunked(short, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, workers=2,
+    assert isinstance(chunked.plan_chunked(short, tmp_path / "o.mp4", IDENTITY, MEDIUM, workers=2,
                                            when_long=lambda: calls.append("short")), str)
     long = make_clip(tmp_path / "l.mp4", frames=24, codec="libx264",
                      out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))
-    cj = chunked.plan_chunked(long, tmp_path / "o.mp4", 2, IDENTITY, MEDIUM, workers=2, chunk_seconds=0.3,
+    cj = chunked.plan_chunked(long, tmp_path / "o.mp4", IDENTITY, MEDIUM, workers=2, chunk_seconds=0.3,
                               when_long=lambda: calls.append("long"))
     assert not isinstance(cj, str) and calls == ["long"]
 

@@ -39,7 +39,7 @@ def clip_and_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     src = make_clip(folder / "src.mp4", frames=48, codec="libx264", audio="aac",
                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
     reference = folder / "reference.mp4"
-    cj = chunked.plan_chunked(src, reference, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, reference, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     with SPEC.create() as engine:
         chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
@@ -53,7 +53,7 @@ def test_dask_workers_make_the_same_output(tmp_path: Path, cluster, clip_and_ref
     runner = DaskRunner(cluster, SPEC)
     assert runner.workers == 2 and not runner.gpu
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=runner.workers, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=runner.workers, chunk_seconds=0.3)
     assert not isinstance(cj, str) and len(cj.chunks) >= 4
     result = chunked.upscale_chunked(cj, runner, encoder_threads=2)
     assert result.frames == 48 and content(dst) == content(reference)
@@ -66,7 +66,7 @@ def test_a_dask_worker_killed_mid_chunk(tmp_path: Path, cluster, clip_and_refere
     src, reference = clip_and_reference
     runner = DaskRunner(cluster, SPEC)
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     rng = random.Random(9)
     killed: list[int] = []
@@ -118,7 +118,7 @@ def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:
     outputs = {}
     for where in ("here", "dask"):
         dst = tmp_path / f"{where}.mkv"
-        cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+        cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
         assert not isinstance(cj, str) and len(cj.chunks) >= 3
         assert cj.chunks[-1].frames == 1 or kind != "cut-on-the-last-frame"
         if where == "here":
@@ -259,7 +259,7 @@ def test_a_relative_input_on_the_cluster_is_the_coordinators_file(tmp_path: Path
     os.link(one, here / "clip.mp4")
     os.link(other, there / "clip.mp4")
     reference = tmp_path / "reference.mkv"
-    cj = chunked.plan_chunked(one, reference, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+    cj = chunked.plan_chunked(one, reference, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
     assert not isinstance(cj, str) and len(cj.chunks) >= 3
     with SPEC.create() as engine:
         chunked.upscale_chunked(cj, InProcess(engine), encoder_threads=2)
@@ -290,7 +290,7 @@ def test_a_worker_that_finds_another_file_fails_naming_both(tmp_path: Path, clus
     one, other = _same_timing_clips(tmp_path / "clips")
     src, dst = tmp_path / "clip.mp4", tmp_path / "out.mkv"
     src.symlink_to(one)
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.2)
     assert not isinstance(cj, str)
     src.unlink()
     src.symlink_to(other)
@@ -357,7 +357,7 @@ def test_a_lost_worker_costs_only_the_chunk_it_was_making(tmp_path: Path, cluste
     cluster.wait_for_workers(2, timeout=60)
     runner = DaskRunner(cluster, SPEC)
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str) and len(cj.chunks) >= 4
     watch = _Watch(cj.work)
     killed: list[int] = []
@@ -400,7 +400,7 @@ def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_refe
     src, reference = clip_and_reference
     cluster.wait_for_workers(2, timeout=60)
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str) and len(cj.chunks) >= 4
 
     class Interrupt:
@@ -416,7 +416,7 @@ def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_refe
     at_exit = _snapshot(tmp_path)
     time.sleep(2.0)
     assert _snapshot(tmp_path) == at_exit and leftovers(cj.work) == []
-    cj = chunked.plan_chunked(src, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     chunked.upscale_chunked(cj, DaskRunner(cluster, SPEC), encoder_threads=2)
     assert content(dst) == content(reference)

@@ -53,7 +53,7 @@ def close_enough(got: Path, want: Path) -> None:
 
 def test_several_workers_share_one_gpu(tmp_path: Path, clip: Path, single: Path) -> None:
     dst = tmp_path / "chunked.mkv"
-    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=3, chunk_seconds=0.6)
+    cj = chunked.plan_chunked(clip, dst, SPEC.identity(), OPTIONS, workers=3, chunk_seconds=0.6)
     assert not isinstance(cj, str) and len(cj.chunks) >= 5
     with LocalPool(SPEC, ["cuda:0"] * 3) as pool:
         result = chunked.upscale_chunked(cj, pool)
@@ -71,7 +71,7 @@ def test_dask_workers_share_the_gpu(tmp_path: Path, clip: Path, single: Path) ->
         runner = DaskRunner(client, EngineSpec(SPEC.model, 2, device="auto", precision="fp32"))
         assert runner.gpu and runner.workers == 2
         dst = tmp_path / "dask.mkv"
-        cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
+        cj = chunked.plan_chunked(clip, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
         assert not isinstance(cj, str)
         result = chunked.upscale_chunked(cj, runner)
     assert result.frames == cj.scan.frames
@@ -83,7 +83,7 @@ def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> Non
     as the CPU decoder's), and the output is the same as the CPU-decoded single pipeline's."""
     dst = tmp_path / "nvdec.mkv"
     options = VideoOptions(OPTIONS.encode, hwdec="auto")
-    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), options, workers=2, chunk_seconds=0.6, gpu=0)
+    cj = chunked.plan_chunked(clip, dst, SPEC.identity(), options, workers=2, chunk_seconds=0.6, gpu=0)
     assert not isinstance(cj, str) and cj.nvdec == "h264_cuvid", cj
     with LocalPool(SPEC, ["cuda:0"] * 2) as pool:
         result = chunked.upscale_chunked(cj, pool)
@@ -98,7 +98,7 @@ def test_chunks_on_two_gpus(tmp_path: Path, clip: Path, single: Path) -> None:
     if len(cuda_status().devices) < 2:
         pytest.skip("one usable GPU: nothing to spread over")
     dst = tmp_path / "two_gpus.mkv"
-    cj = chunked.plan_chunked(clip, dst, 2, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
+    cj = chunked.plan_chunked(clip, dst, SPEC.identity(), OPTIONS, workers=2, chunk_seconds=0.6)
     assert not isinstance(cj, str) and len(cj.chunks) >= 4
     with LocalPool(SPEC, ["cuda:0", "cuda:1"]) as pool:
         result = chunked.upscale_chunked(cj, pool)

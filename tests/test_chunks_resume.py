@@ -120,14 +120,14 @@ def test_a_worker_killed_mid_chunk_is_replaced(tmp_path: Path, clip: Path) -> No
     had counted are taken back, and the output is the uninterrupted run's."""
     spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
     reference = tmp_path / "reference.mp4"
-    cj = chunked.plan_chunked(clip, reference, 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(clip, reference, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str) and len(cj.chunks) >= 6
     with LocalPool(spec, ["cpu", "cpu"]) as pool:
         chunked.upscale_chunked(cj, pool, encoder_threads=2)
     rng = random.Random(5)
     for attempt in range(2):
         dst = tmp_path / f"out{attempt}.mp4"
-        cj = chunked.plan_chunked(clip, dst, 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+        cj = chunked.plan_chunked(clip, dst, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
         assert not isinstance(cj, str)
         frames = [0]
         killed: list[int] = []
@@ -193,7 +193,7 @@ class _Interrupted(InProcess):
 
 
 def plan(src: Path, dst: Path, options: VideoOptions = OPTIONS) -> chunked.ChunkedJob:
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, options, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, options, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     return cj
 
@@ -281,7 +281,7 @@ def test_killed_after_publishing(tmp_path: Path, clip: Path) -> None:
         chunked.WorkFolder.remove = original  # type: ignore[method-assign]
     assert removed and dst.is_file() and chunked.work_folder(dst).is_dir()
     with pytest.raises(chunked.VideoError, match="exists"):
-        chunked.plan_chunked(clip, dst, 2, IDENTITY, OPTIONS, chunk_seconds=0.3)
+        chunked.plan_chunked(clip, dst, IDENTITY, OPTIONS, chunk_seconds=0.3)
     assert not chunked.work_folder(dst).exists()
 
 
@@ -394,11 +394,11 @@ def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path
     file checked and published), and the output is the in-process run's, packet for packet."""
     spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
     reference = tmp_path / "reference.mp4"
-    cj = chunked.plan_chunked(clip, reference, 2, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(clip, reference, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
     assert not isinstance(cj, str) and len(cj.chunks) >= 6
     chunked.upscale_chunked(cj, InProcess(spec.create()), encoder_threads=2)
     dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(clip, dst, 2, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(clip, dst, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     events: list[tuple[str, int]] = []
 
@@ -437,7 +437,7 @@ def test_a_local_worker_trusts_the_coordinators_scan_of_the_same_file(tmp_path: 
     spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
     src = tmp_path / "src.mp4"
     shutil.copy2(clip, src)
-    cj = chunked.plan_chunked(src, tmp_path / "out.mp4", 2, spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
+    cj = chunked.plan_chunked(src, tmp_path / "out.mp4", spec.identity(), OPTIONS, workers=2, chunk_seconds=0.3)
     assert not isinstance(cj, str)
     task = cj.task(cj.chunks[1])
     scans: list[Path] = []

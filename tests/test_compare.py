@@ -198,3 +198,18 @@ def test_on_the_gpu_the_srgpu_panel_is_what_the_gpu_upscale_makes(shared_data: P
     # the GPU's plan (its tiles) follows the frame size, and fp32 sums in another order land within
     # a level: the crop and the whole image are two sizes (on the CPU the two are bit-identical)
     assert np.abs(g_made.astype(np.int16) - read_image(whole)[2 * y:2 * y + 256, 2 * x:2 * x + 256]).max() <= 1
+
+
+def test_engines_of_different_scales_are_refused_in_one_line(tmp_path: Path) -> None:
+    """A comparison is cut at one output scale, the engines' (srgpu compare resolves every model
+    for its --scale); engines of two scales, as a library caller could pass, are refused."""
+    from srgpu.engine.cpu import CPUEngine
+    from srgpu.model import random_model
+    from srgpu.tools.compare import CompareError, compare
+
+    image = tmp_path / "i.png"
+    cv2.imwrite(str(image), np.zeros((16, 16, 3), np.uint8))
+    engines = [("a", CPUEngine(random_model("9-1-5", seed=1), 2)), ("b", CPUEngine(random_model("9-1-5", seed=2), 3))]
+    with pytest.raises(CompareError) as refused:
+        compare(image, engines)
+    assert str(refused.value) == "the engines upscale by different factors (x2, x3); a comparison is at one scale"

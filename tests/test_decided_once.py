@@ -72,7 +72,40 @@ def test_strict_nvdec_is_refused_for_chunks_as_for_the_single_pipeline(tmp_path:
     src = make_clip(tmp_path / "long.mkv", frames=30, codec="libx264", out_args=("-g", "5"))
     options = VideoOptions(EncodeOptions(preset="ultrafast"), hwdec="nvdec", strict=True)
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
-        chunked.plan_chunked(src, tmp_path / "o.mkv", 2, {"scale": 2}, options, chunk_seconds=0.3)
+        chunked.plan_chunked(src, tmp_path / "o.mkv", {"scale": 2}, options, chunk_seconds=0.3)
     with pytest.raises(VideoError, match="strict mode decodes on the CPU"):
         plan_video(src, tmp_path / "o.mkv", 2, options)
     assert not chunked.work_folder(tmp_path / "o.mkv").exists()
+
+
+def test_a_job_planned_for_one_scale_is_refused_by_an_engine_of_another(tmp_path: Path) -> None:
+    """The scale is decided once, when a video is planned; where the planned job meets the engine
+    that runs it (the single pipeline's encode, a chunk's worker) another scale is refused in one
+    line, before a frame is decoded (it used to fill the planned frame size with the x3 model)."""
+    src = make_clip(tmp_path / "long.mkv", frames=30, codec="libx264", out_args=("-g", "5"))
+    options = VideoOptions(EncodeOptions(preset="ultrafast"), hwdec="no")
+    three = CPUEngine(random_model("9-1-5", seed=1, scale=3), 3)
+    job = plan_video(src, tmp_path / "o.mkv", 2, options)
+    with pytest.raises(VideoError) as refused:
+        api.encode(job, three)
+    assert str(refused.value) == f"{src}: planned for x2, but the engine upscales x3"
+    assert not (tmp_path / "o.mkv").exists() and not job.plan.tmp.exists()
+    cj = chunked.plan_chunked(src, tmp_path / "c.mkv", {"scale": 2}, options, chunk_seconds=0.3)
+    assert isinstance(cj, chunked.ChunkedJob)
+    with pytest.raises(VideoError) as refused:
+        cj.task(cj.chunks[0]).execute(three)
+    assert str(refused.value) == f"{cj.job.src}: planned for x2, but the engine upscales x3"
+    assert "\n" not in str(refused.value) and not chunked.chunk_path(cj.work, 0).exists()
+
+
+def test_a_worker_spec_of_a_model_made_for_another_scale_is_refused_where_it_is_made() -> None:
+    """EngineSpec is where the model and the scale meet for the workers: refused there, in the
+    caller, with the engine's own message, not in every worker that would make an engine of it."""
+    from srgpu.batch.pool import EngineSpec
+    from srgpu.model import ModelError
+
+    model = random_model("9-1-5", seed=1, scale=3)
+    with pytest.raises(ModelError) as refused:
+        EngineSpec(model, 2)
+    assert str(refused.value) == f"model {model.name} is trained for x3, not x2; choose --scale 3 or a model for x2"
+    assert EngineSpec(model, 3).identity()["scale"] == 3

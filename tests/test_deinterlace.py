@@ -270,7 +270,7 @@ def long_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("mode", ["auto", "frame", "field"])
 def test_a_deinterlaced_video_keeps_the_single_pipeline(tmp_path: Path, long_source: Path, mode: str) -> None:
-    why = chunked.plan_chunked(long_source, tmp_path / "o.mkv", 2, IDENTITY,
+    why = chunked.plan_chunked(long_source, tmp_path / "o.mkv", IDENTITY,
                                VideoOptions(FAST, deinterlace=mode), chunk_seconds=0.5)  # type: ignore[arg-type]
     assert isinstance(why, str) and why.startswith("not cut into chunks: it is deinterlaced")
     assert not chunked.work_folder(tmp_path / "o.mkv").exists()
@@ -283,7 +283,7 @@ def test_woven_fields_still_cut_into_chunks_and_the_settings_say_how(tmp_path: P
     its mode, so a work folder of woven chunks is never resumed into a deinterlaced output."""
     from srgpu.batch.pool import InProcess
 
-    cj = chunked.plan_chunked(long_source, tmp_path / "o.mkv", 2, IDENTITY,
+    cj = chunked.plan_chunked(long_source, tmp_path / "o.mkv", IDENTITY,
                               VideoOptions(FAST, deinterlace="no"), chunk_seconds=0.5)
     assert isinstance(cj, chunked.ChunkedJob) and len(cj.chunks) >= 2
     assert "deinterlace" not in dict(cj.settings.values)

@@ -80,7 +80,7 @@ def test_two_workers_give_the_in_process_outputs(folder: Path, reference: Path, 
     frames: list[int] = []
     done: list[str] = []
     with LocalPool(SPEC, ["cpu", "cpu"]) as pool:
-        result = run_files(plan, pool, MODEL, 2, VIDEO, on_done=lambda o: done.append(o.job.src.name),
+        result = run_files(plan, pool, VIDEO, on_done=lambda o: done.append(o.job.src.name),
                            on_frames=frames.append)
     assert statuses(result) == {"a.png": "done", "b.jpg": "done", "v1.mp4": "done", "v2.mp4": "done",
                                 "v3.mkv": "done", "broken.mp4": "failed", "bad.png": "failed"}
@@ -135,7 +135,7 @@ def test_a_worker_killed_mid_file(folder: Path, reference: Path, tmp_path: Path,
 
         killer = threading.Thread(target=kill_one)
         killer.start()
-        result = run_files(plan_batch(folder, out), pool, MODEL, 2, VIDEO, on_frames=frames)
+        result = run_files(plan_batch(folder, out), pool, VIDEO, on_frames=frames)
         killer.join()
     assert killed and len(result.done) == 5 and len(result.failed) == 2
     assert len(begun) == 8, begun  # 7 files, one of them handed out again
@@ -230,7 +230,7 @@ def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path)
         runner = DaskRunner(client, SPEC)
         frames = Counting()
         out = tmp_path / "out"
-        result = run_files(plan_batch(folder, out), runner, MODEL, 2, VIDEO, on_frames=frames)
+        result = run_files(plan_batch(folder, out), runner, VIDEO, on_frames=frames)
     assert len(result.done) == 5 and len(result.failed) == 2
     assert frames.frames == sum(VIDEOS.values())
     same_outputs(out, reference)

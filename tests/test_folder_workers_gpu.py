@@ -42,7 +42,7 @@ def test_a_folder_of_videos_on_two_workers_of_one_gpu(folder: Path, tmp_path: Pa
     out = tmp_path / "workers"
     frames: list[int] = []
     with LocalPool(SPEC, ["cuda:0", "cuda:0"]) as pool:
-        result = run_files(plan_batch(folder, out), pool, SPEC.model, 2, OPTIONS, on_frames=frames.append)
+        result = run_files(plan_batch(folder, out), pool, OPTIONS, on_frames=frames.append)
     assert len(result.done) == 5 and not result.failed, [o.message for o in result.failed]
     for name in NAMES:
         close_enough(out / name, single / name)

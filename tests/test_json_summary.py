@@ -224,7 +224,7 @@ def test_a_resumed_chunked_run(gop_clip: Path, tmp_path: Path, random_npz: Path)
 
     dst = tmp_path / "out.mp4"
     model = load_npz(random_npz)
-    cj = chunked.plan_chunked(gop_clip, dst, 2, EngineSpec(model, 2).identity(),
+    cj = chunked.plan_chunked(gop_clip, dst, EngineSpec(model, 2).identity(),
                               VideoOptions(EncodeOptions(preset="medium")), chunk_seconds=0.3)
     assert not isinstance(cj, str)
     with pytest.raises(KeyboardInterrupt):

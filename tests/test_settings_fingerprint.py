@@ -19,7 +19,7 @@ from srgpu.batch.pool import EngineSpec, InProcess
 from srgpu.batch.resume import Resume
 from srgpu.engine.cpu import CPUEngine
 from srgpu.images.files import write_image_atomic
-from srgpu.manifest import MANIFEST_NAME, Settings, settings_fingerprint, weights_hash
+from srgpu.manifest import MANIFEST_NAME, Settings, model_identity, settings_fingerprint, weights_hash
 from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoJob, VideoOptions
@@ -72,7 +72,7 @@ def test_images_videos_and_chunks_share_one_form(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "c.mkv").write_bytes(clip.read_bytes())
     plan = plan_batch(tmp_path / "in", tmp_path / "out")
-    resume = Resume(plan, model, 2, FAST)
+    resume = Resume(plan, model_identity(model, 2), FAST)
     try:
         folder = dict(resume._settings(plan.jobs[0]).values)
     finally:
@@ -167,7 +167,7 @@ def test_a_work_folder_made_by_the_previous_srgpu_keeps_its_chunks(tmp_path: Pat
     assert identity["label"]  # the previous form put it in the key
 
     def plan(dst: Path, options: VideoOptions = MEDIUM) -> chunked.ChunkedJob:
-        cj = chunked.plan_chunked(clip, dst, 2, identity, options, chunk_seconds=0.3)
+        cj = chunked.plan_chunked(clip, dst, identity, options, chunk_seconds=0.3)
         assert not isinstance(cj, str)
         return cj
 

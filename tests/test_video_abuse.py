@@ -81,7 +81,7 @@ def test_a_chunked_video_with_the_longest_name(tmp_path: Path, engine: BicubicEn
                     out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
     dst = tmp_path / "out" / JAPANESE
     dst.parent.mkdir()
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, FAST, chunk_seconds=0.16)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, FAST, chunk_seconds=0.16)
     assert not isinstance(cj, str), cj
     assert len(cj.work.name.encode()) <= name_max(tmp_path)
     result = chunked.upscale_chunked(cj, InProcess(engine))
@@ -139,7 +139,7 @@ def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: B
     src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
                     out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
     dst = tmp_path / "out.mkv"
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, FAST, chunk_seconds=0.16)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, FAST, chunk_seconds=0.16)
     assert not isinstance(cj, str), cj
 
     class SourceGone(InProcess):
@@ -179,7 +179,7 @@ def test_a_chunked_mkv_has_the_single_pipelines_rate_and_durations(tmp_path: Pat
        *timing, "-c:v", "libx264", "-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0", str(src))
     single, parts = tmp_path / "single.mkv", tmp_path / "chunked.mkv"
     upscale_video(src, single, engine, FAST)
-    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, FAST, chunk_seconds=0.17)
+    cj = chunked.plan_chunked(src, parts, IDENTITY, FAST, chunk_seconds=0.17)
     assert not isinstance(cj, str) and len(cj.chunks) >= 3
     chunked.upscale_chunked(cj, InProcess(engine))
     want = _rate_and_durations(single)
@@ -231,7 +231,7 @@ def test_a_work_folder_whose_output_was_replaced_is_kept(tmp_path: Path, engine:
     src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
                     out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))
     dst = tmp_path / "out.mkv"
-    cj = chunked.plan_chunked(src, dst, 2, IDENTITY, FAST, chunk_seconds=0.16)
+    cj = chunked.plan_chunked(src, dst, IDENTITY, FAST, chunk_seconds=0.16)
     assert not isinstance(cj, str)
     original = chunked.WorkFolder.remove
     chunked.WorkFolder.remove = chunked.WorkFolder.close  # type: ignore[method-assign]
@@ -263,7 +263,7 @@ def test_limited_range_10bit_hevc_keeps_its_range_in_an_x264_mp4(tmp_path: Path,
     options = VideoOptions(EncodeOptions(codec="libx264", preset="ultrafast"))
     single, parts = tmp_path / "single.mp4", tmp_path / "chunked.mp4"
     upscale_video(src, single, engine, options)
-    cj = chunked.plan_chunked(src, parts, 2, IDENTITY, options, chunk_seconds=0.16)
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=0.16)
     assert not isinstance(cj, str), cj
     chunked.upscale_chunked(cj, InProcess(engine))
     for out in (single, parts):
@@ -310,5 +310,5 @@ def test_a_transport_stream_whose_clock_jumps_plays_continuously(tmp_path: Path,
     assert len(audio) >= 45 and max(audio) < times[-1] + 0.1
     assert any("timestamps jump 1 backwards" in n and "1 forwards" in n for n in result.notes), result.notes
     assert leftovers(tmp_path) == []
-    cj = chunked.plan_chunked(src, tmp_path / f"chunked{suffix}", 2, IDENTITY, FAST, chunk_seconds=0.16)
+    cj = chunked.plan_chunked(src, tmp_path / f"chunked{suffix}", IDENTITY, FAST, chunk_seconds=0.16)
     assert isinstance(cj, str) and "timestamps jump" in cj

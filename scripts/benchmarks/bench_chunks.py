@@ -189,7 +189,7 @@ def main() -> None:
                 if "srgpu_chunks" in runs or "plain_chunks" in runs:
                     t0 = time.perf_counter()
                     gpu = int(wplan.gpus[0].split(":")[1]) if wplan.gpus else None
-                    cj = chunked.plan_chunked(src, folder / "chunks.mkv", scale, spec.identity(),
+                    cj = chunked.plan_chunked(src, folder / "chunks.mkv", spec.identity(),
                                               VideoOptions(options.encode, hwdec=args.chunk_hwdec), overwrite=True,
                                               workers=wplan.workers, chunk_seconds=args.chunk_seconds, gpu=gpu)
                     if isinstance(cj, str):

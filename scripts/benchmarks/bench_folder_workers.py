@@ -84,7 +84,7 @@ def main() -> None:
                 video = VideoOptions(options.encode, encoder_threads=encoder_threads(wplan.workers))
                 t0 = time.perf_counter()
                 with LocalPool(EngineSpec(model, scale, precision=args.precision), wplan.devices) as pool:
-                    result = run_files(plan_batch(folder, out), pool, model, scale, video)
+                    result = run_files(plan_batch(folder, out), pool, video)
                 runs.setdefault(f"workers_{w}", []).append(time.perf_counter() - t0)
                 assert not result.failed, [o.message for o in result.failed]
                 shutil.rmtree(out)

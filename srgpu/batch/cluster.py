@@ -183,6 +183,10 @@ class DaskRunner:
         self.spec = EngineSpec(spec.model, spec.scale, "cuda" if device.startswith("cuda") else device, spec.precision)
         self.retries = retries
 
+    def identity(self) -> dict[str, Any]:
+        """What of the cluster's engines decides their output (EngineSpec.identity)."""
+        return self.spec.identity()
+
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
             on_result: Callable[[Any], None], on_start: StartCallback | None = None,
             on_error: ErrorCallback | None = None) -> None:

@@ -20,6 +20,7 @@ from ..engine.base import Engine
 from ..cpus import cpu_cores
 from ..images.files import PNG_LEVELS, ChannelOrder, ImageData, read_image_data, write_image_atomic
 from ..errors import ImageFileError
+from ..manifest import model_identity
 from ..outputs import OutputExistsError
 from .stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from ..video.options import VideoOptions
@@ -273,7 +274,7 @@ def run_batch(plan: BatchPlan, engine: Engine, video: VideoOptions = VideoOption
     threads = images.threads
     budget = Budget(images.memory_bytes or default_budget())
     folders = OutputFolders()
-    resume = None if plan.single else Resume(plan, engine.model, engine.scale, video)
+    resume = None if plan.single else Resume(plan, model_identity(engine.model, engine.scale), video)
     processor = (engine.image_processor() if any(j.kind == "image" for j in plan.jobs) else None) \
         or _PlaneProcessor(engine)
     readers = _Readers(threads, processor.order, budget, clock, images.max_pixels)

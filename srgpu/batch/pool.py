@@ -51,6 +51,11 @@ class EngineSpec:
     device: str = "cpu"
     precision: str = "auto"
 
+    def __post_init__(self) -> None:
+        # where the model and the scale meet for the workers: a model file made for another scale
+        # is refused here, in the caller, in the engine's words, not in every worker it reaches
+        self.model.check_scale(self.scale)
+
     def create(self) -> Engine:
         return create_engine(self.device, self.model, self.scale, GPUOptions(precision=self.precision))  # type: ignore[arg-type]
 
@@ -235,6 +240,10 @@ class InProcess:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    def identity(self) -> dict[str, Any]:
+        """What of the engine decides its output (srgpu.manifest.model_identity)."""
+        return model_identity(self.engine.model, self.engine.scale)
 
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
             on_result: Callable[[Any], None], on_start: StartCallback | None = None,
@@ -490,6 +499,10 @@ class LocalPool:
         worker = _Worker(wid, slot, proc, parent)
         self._pool[wid] = worker
         return worker
+
+    def identity(self) -> dict[str, Any]:
+        """What of the workers' engines decides their output (EngineSpec.identity)."""
+        return self.spec.identity()
 
     def pids(self) -> list[int]:
         """The worker processes' ids (for tests and tools)."""

@@ -37,7 +37,6 @@ from ..images.upscale import DEFAULT_MAX_PIXELS
 from .plan import BatchPlan, BatchResult, Outcome
 from .resume import Resume, ToRun
 from .tasks import OutputFolders, naming, prepare_job
-from ..model import SRCNNModel
 from ..video.options import VideoOptions
 
 FramesCallback = Callable[[int], None]
@@ -48,6 +47,10 @@ class FileRunner(Protocol):
     """srgpu.batch.pool.InProcess or LocalPool, srgpu.batch.cluster.DaskRunner."""
 
     workers: int
+
+    def identity(self) -> dict[str, Any]:
+        """What of its engines decides the outputs (srgpu.manifest.model_identity): their model and scale."""
+        ...
 
     def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None], on_result: Callable[[Any], None],
             on_start: Callable[[Any], None] | None = None,
@@ -68,11 +71,11 @@ def use_workers(plan: BatchPlan, workers: int, explicit: bool, cluster: bool = F
     return may_use_workers(plan, explicit, cluster) and (cluster or workers >= 2)
 
 
-def run_files(plan: BatchPlan, runner: FileRunner, model: SRCNNModel, scale: int, video: VideoOptions = VideoOptions(),
+def run_files(plan: BatchPlan, runner: FileRunner, video: VideoOptions = VideoOptions(),
               png_compression: int | None = None, on_done: OutcomeCallback | None = None,
               on_frames: FramesCallback | None = None, max_pixels: int | None = DEFAULT_MAX_PIXELS) -> BatchResult:
-    """Every job of a folder ``plan`` as a FileTask on ``runner``, by ``scale`` with ``model``
-    (the workers' engines are the runner's); image files declaring more than ``max_pixels`` fail
+    """Every job of a folder ``plan`` as a FileTask on ``runner``, by the scale and model of the
+    runner's engines (the folder's record takes them from the runner); image files declaring more than ``max_pixels`` fail
     alone (ImageOptions.max_pixels). ``on_done(outcome)`` as each file's outcome is known
     (skipped and failed-before-running ones first, then in the order they finish);
     ``on_frames(n)``: video frames made on any worker (negative: taken back from a worker that
@@ -80,7 +83,9 @@ def run_files(plan: BatchPlan, runner: FileRunner, model: SRCNNModel, scale: int
     if plan.single:
         raise ValueError("run_files runs a folder's plan")
     started = time.perf_counter()
-    resume = Resume(plan, model, scale, video)
+    # the model and scale from the engines that run the tasks (they were also passed beside the
+    # runner, kept in step by hand)
+    resume = Resume(plan, runner.identity(), video)
     folders = OutputFolders()
     outcomes: dict[int, Outcome] = {}
     going: dict[int, ToRun] = {}

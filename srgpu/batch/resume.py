@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
-from ..manifest import (Fingerprint, Manifest, Record, Settings, VideoSettings, json_form, model_identity,
-                        recorded_values, settings_fingerprint)
-from ..model import SRCNNModel
+from typing import Any, Iterable, Mapping
+from ..manifest import (Fingerprint, Manifest, Record, Settings, VideoSettings, json_form, recorded_values,
+                        settings_fingerprint)
 from ..video.options import VideoOptions
 from .plan import BatchPlan, Job, Outcome, _inside, video_api
 
@@ -124,10 +123,12 @@ class Resume:
       srgpu never replaces a file it did not make unless told to.
     """
 
-    def __init__(self, plan: BatchPlan, model: SRCNNModel, scale: int, video: VideoOptions) -> None:
+    def __init__(self, plan: BatchPlan, identity: Mapping[str, Any], video: VideoOptions) -> None:
+        """``identity``: what of the engines decides the outputs (srgpu.manifest.model_identity of
+        the engine's model and scale), taken from the engines that make them."""
         self.plan = plan
         self.manifest = Manifest.load(plan.output_root)
-        self.identity = model_identity(model, scale)
+        self.identity = dict(identity)
         self.image = settings_fingerprint(self.identity)
         self.video_options = video
         self._videos: dict[str, Settings] = {}  # by output extension: the codec follows the container

@@ -32,6 +32,7 @@ from .plan import BatchPlan, BatchResult, Job, plan_batch
 
 if TYPE_CHECKING:
     from ..batch.tasks import Outcome
+    from .pool import EngineSpec
     from ..video.api import VideoJob, VideoResult
 
 Say = Callable[[str], None]
@@ -208,18 +209,22 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
     _forget_finished_chunks(dst, cb.say)
     plan = plan_batch(src, dst, fmt=o.format, overwrite=o.overwrite)
     cb.planned(plan)
-    srcnn = resolve_model(o.model, o.scale)
-    cb.model(srcnn)
+    from .pool import EngineSpec
+
+    # the run's model and scale, decided here once (resolve_model refuses a model file made for
+    # another scale); the routes below take them from this spec or from the engines made of it
+    spec = EngineSpec(resolve_model(o.model, o.scale), o.scale, o.device, o.precision)
+    cb.model(spec.model)
     device = o.device
     video_plan = None  # a single video's job, planned once (where it keeps the single pipeline)
     if plan.single and plan.jobs[0].kind == "video" and o.chunk_seconds != 0:
-        chunked = _upscale_in_chunks(plan, srcnn, o, cluster, cb)
+        chunked = _upscale_in_chunks(plan, spec, o, cluster, cb)
         if isinstance(chunked, RunResult):
             return chunked
         video_plan = chunked
         device = _one_pipeline_device(o, cb.say)
     elif not plan.single:
-        on_workers = _upscale_folder_on_workers(plan, srcnn, o, cluster, cb)
+        on_workers = _upscale_folder_on_workers(plan, spec, o, cluster, cb)
         if isinstance(on_workers, BatchResult):
             return RunResult(plan, "workers", batch=on_workers)
         device = on_workers
@@ -228,7 +233,7 @@ def upscale(options: UpscaleOptions, callbacks: Callbacks | None = None) -> RunR
             cb.say("note: --workers and --cluster apply to a long video (cut into chunks) and to folders; "
                    f"one {plan.jobs[0].kind} runs in this process")
         device = _one_pipeline_device(o, cb.say)
-    with make_engine(device, srcnn, o.scale, o.precision, cb.say) as engine:
+    with make_engine(device, spec.model, spec.scale, spec.precision, cb.say) as engine:
         cb.engine(engine, describe_engine(engine))
         progress = cb.batch_progress(plan)
         try:
@@ -270,17 +275,17 @@ def _forget_finished_chunks(output: Path, say: Say) -> None:
             "that run left were removed")
 
 
-def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
+def _upscale_in_chunks(plan: BatchPlan, spec: EngineSpec, o: UpscaleOptions, cluster: str | None,
                        cb: Callbacks) -> "RunResult | VideoJob":
     """A single video, cut into chunks for the workers (srgpu.video.chunked) where that pays; else
     its job as planned there, for the single pipeline (a short video: said only when chunks were
-    asked for)."""
+    asked for). ``spec``: the run's model, scale, device and precision (the local workers' engines
+    go on their own devices)."""
     from ..video import chunked
     from ..video.api import threads_option
-    from .pool import EngineSpec, InProcess, LocalPool, encoder_threads, plan_workers
+    from .pool import InProcess, LocalPool, encoder_threads, plan_workers
 
-    job, scale, video, overwrite = plan.jobs[0], o.scale, o.video, o.overwrite
-    spec = EngineSpec(srcnn, scale, device=o.device, precision=o.precision)  # local workers: on their own devices
+    job, video, overwrite = plan.jobs[0], o.video, o.overwrite
     if cluster:
         from .cluster import DaskRunner
 
@@ -294,7 +299,7 @@ def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cl
     gpu = None if cluster or not wplan.gpus else int(wplan.gpus[0].split(":")[1])  # NVDEC's trial runs there
     pool = LocalPool(spec, wplan.devices) if not cluster and count > 1 else None
     try:  # the workers start once the video is known to be long, and come up while it is scanned
-        cj = chunked.plan_chunked_or_single(job.src, job.dst, scale, spec.identity(), video, overwrite=overwrite,
+        cj = chunked.plan_chunked_or_single(job.src, job.dst, spec.identity(), video, overwrite=overwrite,
                                             workers=count, chunk_seconds=o.chunk_seconds, gpu=gpu,
                                             when_long=pool.start if pool is not None else None)
     except BaseException:
@@ -314,7 +319,7 @@ def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cl
     if cluster:
         runner = runner_cm
     elif count == 1:
-        engine = make_engine(wplan.devices[0], srcnn, scale, o.precision, cb.say)
+        engine = make_engine(wplan.devices[0], spec.model, spec.scale, spec.precision, cb.say)
         runner_cm = engine
         runner = InProcess(engine)
         cb.engine(engine, describe_engine(engine))
@@ -327,7 +332,7 @@ def _upscale_in_chunks(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cl
     shares = threads_option(cj.job.codec, cj.job.plan.extra_args, threads)
     encoder = cj.job.codec + (f" on {shares[0][1]} threads each" if shares else "")
     cb.say(f"{job.src.name}: {len(cj.chunks)} chunks, {cj.scan.frames} frames, on {what}{why}, {encoder}; "
-           f"model: {srcnn.describe()}")
+           f"model: {spec.model.describe()}")
     for note in cj.notes:
         cb.say(f"note: {job.src}: {note}")
     bar = cb.chunk_progress(job.src.name)
@@ -359,18 +364,18 @@ def folder_encoder(plan: BatchPlan, video: VideoOptions) -> str | None:
     return encoders.pop() if len(encoders) == 1 else None
 
 
-def _upscale_folder_on_workers(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOptions, cluster: str | None,
+def _upscale_folder_on_workers(plan: BatchPlan, spec: EngineSpec, o: UpscaleOptions, cluster: str | None,
                                cb: Callbacks) -> BatchResult | str:
     """A folder whose files go to the chunk workers, one file per task (srgpu.batch.pool_files: when
-    that pays); else the device its in-process run uses (the one --gpus names for one worker)."""
-    from .pool import EngineSpec, LocalPool, encoder_threads, plan_workers
+    that pays); else the device its in-process run uses (the one --gpus names for one worker).
+    ``spec``: the run's model, scale, device and precision."""
+    from .pool import LocalPool, encoder_threads, plan_workers
     from .pool_files import may_use_workers, run_files, use_workers
 
     device, workers, gpus = o.device, o.workers, o.gpus
     explicit = workers is not None or gpus is not None
     if not may_use_workers(plan, explicit, cluster is not None):
         return device
-    spec = EngineSpec(srcnn, o.scale, device=device, precision=o.precision)
     if cluster:
         from .cluster import DaskRunner
 
@@ -385,12 +390,12 @@ def _upscale_folder_on_workers(plan: BatchPlan, srcnn: SRCNNModel, o: UpscaleOpt
             what += f" (GPU not used: {wplan.why_cpu})"
         runner_cm = LocalPool(spec, wplan.devices)
     cb.workers(what, gpu=bool(cluster) or bool(wplan.gpus))
-    cb.say(f"{len(plan.jobs)} files, one per task, on {what}; model: {srcnn.describe()}")
+    cb.say(f"{len(plan.jobs)} files, one per task, on {what}; model: {spec.model.describe()}")
     video = dataclasses.replace(o.video, encoder_threads=encoder_threads(count))
     progress = cb.files_progress(plan)
     try:
         with runner_cm as runner:
-            return run_files(plan, runner, srcnn, o.scale, video, o.images.png_compression, on_done=progress.done,
+            return run_files(plan, runner, video, o.images.png_compression, on_done=progress.done,
                              on_frames=progress.frames, max_pixels=o.images.max_pixels)
     finally:
         progress.close()

@@ -296,6 +296,11 @@ def compare(src: Path, engines: Sequence[tuple[str, Engine]], crop: Crop | None 
     if not engines:
         raise CompareError("no model to compare")
     scale = engines[0][1].scale
+    # the crop, the nearest and bicubic panels and every srgpu panel are cut at one output scale:
+    # engines of another scale (a library caller's) are refused, not cut at the first one's
+    if any(engine.scale != scale for _, engine in engines):
+        scales = ", ".join(sorted({f"x{engine.scale}" for _, engine in engines}))
+        raise CompareError(f"the engines upscale by different factors ({scales}); a comparison is at one scale")
     if not src.is_file():
         raise CompareError(f"{src}: no such file" if not src.exists() else f"{src}: not a file")
     if is_image(src):

@@ -87,6 +87,7 @@ class VideoJob:
 
     src: Path
     dst: Path
+    scale: int  # the upscale factor it was planned for; the engine that runs it must have the same
     info: MediaInfo
     stream: StreamInfo
     layout: PixelLayout
@@ -198,6 +199,7 @@ def encode(job: VideoJob, engine: Engine, overwrite: bool = False,
     """Run a planned job: decode, upscale, encode under the job's temporary name, check the frames
     the file holds against the frames decoded (count and timestamps), then publish it under its
     final name. Nothing is left under either name when it fails."""
+    check_engine_scale(job, engine)
     reader = open_reader(job)
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(job.plan)
@@ -229,6 +231,14 @@ def encode(job: VideoJob, engine: Engine, overwrite: bool = False,
                        input_size=(job.stream.width, job.stream.height),  # type: ignore[arg-type]
                        output_size=job.plan.enc_size, codec=job.codec, pix_fmt=job.pix_fmt, notes=notes,
                        decoder=decoded_by(job, reader))
+
+
+def check_engine_scale(job: VideoJob, engine: Engine) -> None:
+    """Where a planned job meets the engine that runs it (encode, a chunk's worker): the scale was
+    decided once, when the job was planned; an engine of another scale would fill the planned frame
+    size with a model meant for another factor, so it is refused here, in one line."""
+    if engine.scale != job.scale:
+        raise VideoError(f"{job.src}: planned for x{job.scale}, but the engine upscales x{engine.scale}")
 
 
 def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[str, ...]:
@@ -404,7 +414,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                    "size": (stream.width, stream.height), "decoder_options": (), "strict": strict,
                    "vf_pre": deint.filter if deint is not None else None}
     estimated = info.estimated_frames(stream)
-    job = VideoJob(src=src, dst=dst, info=info, stream=stream, layout=layout, specs=tuple(specs),
+    job = VideoJob(src=src, dst=dst, scale=scale, info=info, stream=stream, layout=layout, specs=tuple(specs),
                    reader_args=reader_args, plan=plan, codec=encoder.codec, pix_fmt=enc_pix_fmt,
                    total_frames=estimated * rate if estimated is not None else None, notes=tuple(notes),
                    deinterlace=deint.mode if deint is not None else None, gpu=gpu)
@@ -440,8 +450,7 @@ def for_engine(job: VideoJob, options: VideoOptions, engine: Engine) -> VideoJob
     its decoder is decided again (hwdec, as plan_video decides it). None where it was planned for
     another engine's GPU (NVENC's device) or scale: then it is planned again."""
     gpu = engine_gpu(engine)
-    w, h = job.stream.width or 0, job.stream.height or 0
-    if job.gpu != gpu or job.hwdec != "no" or job.plan.out_size != (w * engine.scale, h * engine.scale):
+    if job.gpu != gpu or job.hwdec != "no" or job.scale != engine.scale:
         return None
     hwdec, cpu_note = _source_hwdec(job.src, hwdecode.decide(options.hwdec, options.strict, gpu),
                                     job.deinterlace is not None)

@@ -51,8 +51,8 @@ from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_v
 from ..engine.plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
-from .api import (VideoJob, VideoResult, check_complete, concealment_notes, engine_gpu, plan_video, threads_option,
-                  video_codec)
+from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, concealment_notes, engine_gpu, plan_video,
+                  threads_option, video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import EncodeOptions, VideoOptions
@@ -172,6 +172,7 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     by a run or a worker before) is returned as it is: a verified chunk is never rewritten.
     ``turn`` (a pool worker's srgpu.batch.pool.EngineTurn): taken before each attempt uses the
     engine, given up once its last frame is processed; its ``cancel`` stops the pipeline."""
+    check_engine_scale(task.job, engine)  # a worker's engine of another scale than the plan's: refused
     found, _ = check_chunk(task)
     if found is not None:  # its frames count now: a pool takes back what a worker that died had counted
         if progress is not None:
@@ -469,13 +470,12 @@ def video_settings(job: VideoJob, options: VideoOptions, identity: Mapping[str, 
                                                         tuple(enc.extra_args), job.stream.index, deinterlaced))
 
 
-def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
+def plan_chunked(src: str | os.PathLike, dst: str | os.PathLike, identity: Mapping[str, Any],
                  options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
                  chunk_seconds: float | None = None, gpu: int | None = None,
                  when_long: Callable[[], None] | None = None) -> ChunkedJob | str:
     """plan_chunked_or_single, with only the reason where the video keeps the single pipeline."""
-    planned = plan_chunked_or_single(src, dst, scale, identity, options, overwrite, workers, chunk_seconds, gpu,
-                                     when_long)
+    planned = plan_chunked_or_single(src, dst, identity, options, overwrite, workers, chunk_seconds, gpu, when_long)
     return planned.reason if isinstance(planned, SinglePipeline) else planned
 
 
@@ -488,13 +488,15 @@ class SinglePipeline:
     job: VideoJob
 
 
-def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, scale: int, identity: Mapping[str, Any],
+def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, identity: Mapping[str, Any],
                            options: VideoOptions = VideoOptions(), overwrite: bool = False, workers: int = 1,
                            chunk_seconds: float | None = None, gpu: int | None = None,
                            when_long: Callable[[], None] | None = None) -> ChunkedJob | SinglePipeline:
     """Plan a chunked upscale of ``src`` into ``dst``, or say (SinglePipeline) why the video keeps the
     single pipeline: too short for chunks to pay (the cost model, srgpu.video.chunks), or a stream
-    that cannot be cut frame-exactly. VideoError for bad input, as plan_video. Resumes: where a
+    that cannot be cut frame-exactly. ``identity``: what of the workers' engines decides the output
+    (srgpu.manifest.model_identity, as EngineSpec.identity gives it), the scale included: the video
+    is planned for that scale. VideoError for bad input, as plan_video. Resumes: where a
     work folder of an interrupted run with the same source and settings exists, its chunk list is
     taken (upscale_chunked then keeps its verified chunks). ``gpu``: the CUDA device of the workers'
     engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
@@ -510,7 +512,9 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, scale
     hwdec = hwdecode.decide(options.hwdec, options.strict, gpu)  # the workers' engines are on ``gpu``
     # planned for the CPU decoder (NVDEC is decided below, per chunk; a short video's single pipeline
     # decides its own from this job: srgpu.video.api.for_engine); ``gpu``: NVENC's trial runs there
-    job = plan_video(src, dst, scale, replace(options, hwdec="no"), overwrite=overwrite, gpu=gpu)
+    # the scale is the identity's, the one the chunks are recorded under (it was also passed beside
+    # it, kept in step by hand): the plan and the record cannot disagree
+    job = plan_video(src, dst, identity["scale"], replace(options, hwdec="no"), overwrite=overwrite, gpu=gpu)
     seconds = job.info.duration or 0.0
     if chunk_seconds is None and not chunking.worth_chunking(seconds, workers):
         return SinglePipeline("a short video keeps the single pipeline", job)
