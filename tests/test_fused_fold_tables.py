@@ -159,8 +159,8 @@ def test_streamed_conv2_tiles_fit_and_the_split_9_5_5_is_streamed() -> None:
         for cfg in not_offered_configs(precision, f2):
             if cfg.stream:  # STREAM, then MINB and SPART where they differ from the defaults
                 tail = f", {cfg.minb}, {cfg.spart}>" if (cfg.minb, cfg.spart) != (1, 0) else ">"
-                if cfg.wg:  # then the phase-removal argument and WG
-                    tail = f", {cfg.minb}, {cfg.spart}, 0, true>"
+                if cfg.wg:  # then WG
+                    tail = f", {cfg.minb}, {cfg.spart}, true>"
                 assert cfg.kernel_name(f2).endswith(", true" + tail)
             assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
             assert cfg not in fused.candidate_configs(precision, f2)

@@ -47,7 +47,7 @@ def test_defaults_keep_the_earlier_kernels() -> None:
         for cfg in fused.candidate_configs(arithmetic, f2):
             if cfg.minb == 1 and cfg.spart == 0:
                 assert "minb" not in dict(cfg.params) and "spart" not in dict(cfg.params)
-                if cfg.kernel == "tc" and not cfg.wg:  # wg tiles name MINB, SPART, ABLATE and WG (sm_90a only)
+                if cfg.kernel == "tc" and not cfg.wg:  # wg tiles name MINB, SPART and WG (sm_90a only)
                     assert cfg.kernel_name(f2).count(",") == 9, cfg.kernel_name(f2)
             assert fused.config_for(arithmetic, f2, **dict(cfg.params)) == cfg  # a cached plan's params
     cfg = fused.config_for("fp16", 5, stream=1, spart=5)
@@ -100,7 +100,7 @@ def _compile(nvrtc, code: str, names: list[str], options: list[str]) -> str:
 def _tc_cfg(cfg: fused.FusedConfig, f2: int) -> str:
     b = lambda v: "true" if v else "false"  # noqa: E731
     return (f"TcCfg<{f2}, {b(cfg.split)}, {cfg.th}, {cfg.rw}, {cfg.r}, {cfg.nt}, {cfg.mb1}, {cfg.mb2}, "
-            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}{', 0, true' if cfg.wg else ''}>")
+            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}{', true' if cfg.wg else ''}>")
 
 
 def test_host_layout_agrees_with_the_kernels_tccfg(nvrtc) -> None:
