@@ -6,18 +6,12 @@ in float64 (srgpu.kernels.fold.axis_fold, which tests/test_fold.py checks agains
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from srgpu.kernels import fused
 from srgpu.kernels.fold import axis_fold
 from srgpu.model import random_model
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
-from dev.cuda.fused_not_offered import NOT_OFFERED, not_offered_configs  # noqa: E402
 
 
 def _mirror(i: np.ndarray, n: int) -> np.ndarray:
@@ -150,20 +144,24 @@ def test_fp32_packing_carries_the_phase_filters() -> None:
     np.testing.assert_array_equal(folded[plain.size:].reshape(4, 64, 64) * np.float32(2.0**e), mats)
 
 
+def streamed_name_tail(cfg: fused.FusedConfig) -> str:
+    """How a streamed tile's kernel name ends: STREAM, then MINB and SPART where they differ from the defaults, then
+    WG."""
+    if cfg.wg:
+        return f", true, {cfg.minb}, {cfg.spart}, true>"
+    return ", true" + (f", {cfg.minb}, {cfg.spart}>" if (cfg.minb, cfg.spart) != (1, 0) else ">")
+
+
 def test_streamed_conv2_tiles_fit_and_the_split_9_5_5_is_streamed() -> None:
     """The streamed-conv2 tiles fit a 227 KiB block (the split 9-5-5 keeping all of conv2's
-    weights does not: 344 KiB), so every split 9-5-5 tile offered is streamed; the other streamed
-    tiles stay out of what the tuner offers (dev/cuda/fused_not_offered.py: slower than the
-    alternatives)."""
-    for (precision, f2), tiles in NOT_OFFERED.items():
-        for cfg in not_offered_configs(precision, f2):
-            if cfg.stream:  # STREAM, then MINB and SPART where they differ from the defaults
-                tail = f", {cfg.minb}, {cfg.spart}>" if (cfg.minb, cfg.spart) != (1, 0) else ">"
-                if cfg.wg:  # then the phase-removal argument and WG
-                    tail = f", {cfg.minb}, {cfg.spart}, 0, true>"
-                assert cfg.kernel_name(f2).endswith(", true" + tail)
-            assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
-            assert cfg not in fused.candidate_configs(precision, f2)
+    weights does not: 344 KiB), so every split 9-5-5 tile offered is streamed. (The streamed
+    tiles the tuner does not offer: dev/tests/test_fused_variants.py.)"""
+    streamed = [(cfg, f2) for (precision, f2) in fused.CANDIDATES for cfg in fused.candidate_configs(precision, f2)
+                if cfg.stream]
+    assert streamed and any(c.wg for c, _ in streamed) and any(c.spart for c, _ in streamed)
+    for cfg, f2 in streamed:
+        assert cfg.kernel_name(f2).endswith(streamed_name_tail(cfg)), cfg.label
+        assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
     whole_955 = fused.config_for("fp16", 5, stream=0)
     assert fused.shared_bytes(whole_955, 5) > 227 * 1024
     for cfg in fused.candidate_configs("fp16", 5):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dev.cuda.fused_not_offered import not_offered_configs
 from srgpu.kernels import fused
 from srgpu.kernels.build import COMPILE_OPTIONS, load_source
 from srgpu.kernels.fused.pack import wg_b_words
@@ -18,7 +17,7 @@ OK = dict(th=110, rw=64, r=3, nt=384, mb1=1, mb2=1, fold=1, wg=1, rows=1)
 
 
 def rows_configs() -> list[fused.FusedConfig]:
-    return [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.rows]
+    return [c for c in fused.candidate_configs("fp16-fast", 5) if c.rows]
 
 
 def test_rows_parameters_are_checked() -> None:

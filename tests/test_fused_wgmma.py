@@ -34,7 +34,7 @@ def test_wg_tiles_are_offered_on_hopper_only() -> None:
         assert offered and not any(c.wg for c in offered)
     for cfg in wg_configs():
         assert cfg.arch == "sm_90a" and cfg.runs_on("9.0") and not cfg.runs_on("8.9") and not cfg.runs_on("10.0")
-        assert "wgmma" in cfg.label and cfg.kernel_name(5).endswith(", 0, true>")
+        assert "wgmma" in cfg.label and cfg.kernel_name(5).endswith(f", {cfg.minb}, {cfg.spart}, true>")
         assert fused.config_for("fp16-fast", 5, **dict(cfg.params)) == cfg  # a cached plan's params
 
 
@@ -110,15 +110,15 @@ def test_wg_fold_tiles_are_offered_on_hopper_only() -> None:
         offered = fused_candidates(model, limits, ["fp16-fast"])
         assert offered and not any(c.wg for c in offered)
     assert fused.config_for("fp16-fast", 1, **dict(first.params)) == first  # a cached plan's params
-    assert first.kernel_name(1).endswith(", 1, 0, 0, true, true>") and "wgmma" in first.label and first.ws
+    assert first.kernel_name(1).endswith(", 1, 0, true, true>") and "wgmma" in first.label and first.ws
     second = fused.candidate_configs("fp16-fast", 1)[1]  # the same tile without the warp specialisation
-    assert second.wg and not second.ws and second.kernel_name(1).endswith(", 1, 0, 0, true>")
+    assert second.wg and not second.ws and second.kernel_name(1).endswith(", 1, 0, true>")
 
 
 def test_wg_fold_parameters_are_checked() -> None:
     ok = dict(th=66, rw=64, r=24, nt=512, mb1=1, mb2=1, fold=1, wg=1)
     assert fused.config_for("fp16-fast", 1, **ok).wg
-    assert fused.config_for("fp16-fast", 1, **ok).kernel_name(1).endswith(", 1, 0, 0, true>")
+    assert fused.config_for("fp16-fast", 1, **ok).kernel_name(1).endswith(", 1, 0, true>")
     for bad in (dict(ok, fold=0), dict(ok, rw=32), dict(ok, r=6), dict(ok, nt=448), dict(ok, mb2=3), dict(ok, spart=1),
                 dict(ok, th=65)):
         with pytest.raises(ValueError):

@@ -13,7 +13,6 @@ output; GPU memory for a 4K frame; the tuner hook through the GPU engine.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,9 +25,6 @@ from srgpu.engine.plans import ACCURACY_BAR
 # The split fp16 keeps ~22 bits: at least 99.9 % of 8-bit samples equal the reference. A check of
 # the split scheme itself, stricter than the accuracy bar users are promised (srgpu.engine.plans).
 SPLIT_EQUAL = 0.999
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
-from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -181,15 +177,20 @@ def test_fp16_accuracy_random(cp, arch: str) -> None:
 
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in ("fp16", "fp16-fast") for a in ("9-3-5", "9-5-5")])
 def test_streamed_conv2_tiles(cp, precision: str, arch: str) -> None:
-    """The tiles that load conv2's weights one tap row at a time (dev/cuda/fused_not_offered.py; this test
-    passed on a GPU): raw output against the CPU reference on frames of several tiles with all four
-    borders, 8- and 10-bit, two poisons; on these random frames the split meets the accuracy bar."""
-    model = MODELS[arch]
-    f2 = model.f2
-    configs = [c for c in not_offered_configs(precision, f2) + fused.candidate_configs(precision, f2)
+    """The offered tiles that load conv2's weights one tap row at a time (those not offered:
+    dev/tests/test_gpu_fused_not_offered.py): raw output against the CPU reference on frames of several
+    tiles with all four borders, 8- and 10-bit, two poisons; on these random frames the split meets the
+    accuracy bar."""
+    configs = [c for c in fused.candidate_configs(precision, MODELS[arch].f2)
                if c.stream and c.runs_on(_compute_capability(cp))]
     if not configs:
         pytest.skip(f"no streamed {precision} tile for {arch}")
+    check_streamed_conv2_tiles(cp, precision, arch, configs)
+
+
+def check_streamed_conv2_tiles(cp, precision: str, arch: str, configs: list[fused.FusedConfig]) -> None:
+    """test_streamed_conv2_tiles' checks on ``configs``."""
+    model = MODELS[arch]
     rng = np.random.default_rng(59)
     tol = {"fp16": 2e-5, "fp16-fast": 1e-2}[precision]
     for cfg in configs:
@@ -215,17 +216,21 @@ def _compute_capability(cp) -> str:
 
 
 def test_wgmma_conv2_tiles(cp) -> None:
-    """The tiles whose conv2 runs on the warpgroup MMA (fused_tc.cu WG, sm_90a; compute capability 9.0
-    only): raw output against the CPU reference on awkward sizes (1x1 to frames of several tiles, every
-    border, a short last chunk, x3, a non-integer ratio, 10-bit), output poisoned with NaN; 8-bit output
-    with two poisons equal, within one level of the reference (the accuracy bar) and close to the
-    mma.sync tile's."""
+    """The offered tiles whose conv2 runs on the warpgroup MMA (fused_tc.cu WG, sm_90a; compute capability 9.0
+    only; those not offered: dev/tests/test_gpu_fused_not_offered.py): raw output against the CPU reference on
+    awkward sizes (1x1 to frames of several tiles, every border, a short last chunk, x3, a non-integer ratio,
+    10-bit), output poisoned with NaN; 8-bit output with two poisons equal, within one level of the reference (the
+    accuracy bar) and close to the mma.sync tile's."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
-    model = MODELS["9-5-5"]
-    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5)
-               if c.wg and not c.rows]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) if c.wg and not c.rows]
     assert configs
+    check_wgmma_conv2_tiles(cp, configs)
+
+
+def check_wgmma_conv2_tiles(cp, configs: list[fused.FusedConfig]) -> None:
+    """test_wgmma_conv2_tiles' checks on ``configs``."""
+    model = MODELS["9-5-5"]
     rng = np.random.default_rng(61)
     cases = [(np.uint8, lr, hr) for lr, hr in CASES] + [(np.uint8, (77, 101), (154, 202)), (np.uint8, (31, 61), (62, 122)),
                                                         (np.uint16, (45, 38), (135, 114))]
@@ -256,20 +261,26 @@ def test_wgmma_conv2_tiles(cp) -> None:
 
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 def test_wgmma_fold_tiles(cp, arch: str) -> None:
-    """The wgmma fold tiles: 9-1-5's, whose fold blocks run conv1, conv2 and the Z GEMM on the warpgroup MMA with A
-    from registers (fused_tc.cu tc_wg_fold_z), and 9-5-5's, whose fold blocks' conv1 reads the LR samples into the
-    A1 window of the wgmma conv2 (tc_conv1_ring_fold) (sm_90a; compute capability 9.0 only): raw output against the
-    CPU reference on exact x2 frames with fold tiles (9-1-5: a short last chunk whose last row pair is half
-    outside), 8- and 10-bit, and on sizes that take the edge path only, output poisoned with NaN; 8-bit output with
-    two poisons equal, within one level of the reference and of the same tile without the fold's wgmma part
-    (9-1-5: on mma.sync; 9-5-5: the wgmma tile without the fold)."""
+    """The offered wgmma fold tiles (those not offered: dev/tests/test_gpu_fused_not_offered.py): 9-1-5's, whose
+    fold blocks run conv1, conv2 and the Z GEMM on the warpgroup MMA with A from registers (fused_tc.cu
+    tc_wg_fold_z), and 9-5-5's, whose fold blocks' conv1 reads the LR samples into the A1 window of the wgmma conv2
+    (tc_conv1_ring_fold) (sm_90a; compute capability 9.0 only): raw output against the CPU reference on exact x2
+    frames with fold tiles (9-1-5: a short last chunk whose last row pair is half outside), 8- and 10-bit, and on
+    sizes that take the edge path only, output poisoned with NaN; 8-bit output with two poisons equal, within one
+    level of the reference and of the same tile without the fold's wgmma part (9-1-5: on mma.sync; 9-5-5: the wgmma
+    tile without the fold)."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
-    model = MODELS[arch]
-    f2 = model.f2
-    configs = [c for c in fused.candidate_configs("fp16-fast", f2) + not_offered_configs("fp16-fast", f2)
+    configs = [c for c in fused.candidate_configs("fp16-fast", MODELS[arch].f2)
                if c.wg and c.fold and not c.rows and not c.ws]  # ws tiles: test_ws_fold_tiles_same_bits_as_wg
     assert configs
+    check_wgmma_fold_tiles(cp, arch, configs)
+
+
+def check_wgmma_fold_tiles(cp, arch: str, configs: list[fused.FusedConfig]) -> None:
+    """test_wgmma_fold_tiles' checks on ``configs``."""
+    model = MODELS[arch]
+    f2 = model.f2
     rng = np.random.default_rng(67)
     cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
     for dtype, lr_shape, out_shape in ((np.uint8, (135, 240), (270, 480)), (np.uint16, (135, 240), (270, 480)),
@@ -309,17 +320,23 @@ def test_wgmma_fold_tiles(cp, arch: str) -> None:
 
 
 def test_row_streamed_tiles(cp) -> None:
-    """The row-streamed 9-5-5 tiles (fused_rows.cu: producer warpgroups stream conv1's rows to a consumer warpgroup;
-    sm_90a, compute capability 9.0 only): raw output against the CPU reference on awkward sizes (1x1, every border,
-    a frame of several tile rows with a short last one, x3, a non-integer ratio) and on exact x2 frames whose
-    interior tiles take the fold path, 8- and 10-bit, raw output poisoned with NaN; 8-bit output with two poisons
-    equal and within one level of the reference (the accuracy bar), within one 8-bit level of the offered
-    mma.sync tile; a batch of planes in one launch as each alone; float input clipped to [0, 1]."""
+    """The offered row-streamed 9-5-5 tiles (those not offered: dev/tests/test_gpu_fused_not_offered.py;
+    fused_rows.cu: producer warpgroups stream conv1's rows to a consumer warpgroup; sm_90a, compute capability 9.0
+    only): raw output against the CPU reference on awkward sizes (1x1, every border, a frame of several tile rows
+    with a short last one, x3, a non-integer ratio) and on exact x2 frames whose interior tiles take the fold path,
+    8- and 10-bit, raw output poisoned with NaN; 8-bit output with two poisons equal and within one level of the
+    reference (the accuracy bar), within one 8-bit level of the offered mma.sync tile; a batch of planes in one
+    launch as each alone; float input clipped to [0, 1]."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
-    model = MODELS["9-5-5"]
-    configs = [c for c in fused.candidate_configs("fp16-fast", 5) + not_offered_configs("fp16-fast", 5) if c.rows]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 5) if c.rows]
     assert configs
+    check_row_streamed_tiles(cp, configs)
+
+
+def check_row_streamed_tiles(cp, configs: list[fused.FusedConfig]) -> None:
+    """test_row_streamed_tiles' checks on ``configs``."""
+    model = MODELS["9-5-5"]
     base = fused.FusedSRCNN(model, "fp16-fast", config=fused.config_for("fp16-fast", 5))
     rng = np.random.default_rng(83)
     cases = []  # (dtype, LR shape, output shape, plane, raw reference, quantised reference)
@@ -368,18 +385,24 @@ def test_row_streamed_tiles(cp) -> None:
 
 
 def test_ws_fold_tiles_same_bits_as_wg(cp) -> None:
-    """9-1-5's wg fold tiles with their blocks' warps specialised (ws: fused_tc.cu tc_ws_block and tc_ws_edge_block, the
-    last warpgroup sums conv3 beside the chain, mbarriers instead of chunk barriers; edge blocks on the warpgroup MMA
-    with the sum's reads clamped instead of a border fix-up) compute the same sums in the same order as the wg tile
-    without it (nt 512: the thread count changes no sum): raw float output (NaN-poisoned) bit for bit equal, 8- and
-    10-bit and float samples, x2 and x3, a batch of two planes, on frames whose interior tiles fold (fold tiles
-    counted) and on ones with none (down to 2 x 2); 8-bit output equal too; three frames' raw output also within 1e-2
-    of the CPU reference."""
+    """9-1-5's offered wg fold tiles (those not offered: dev/tests/test_gpu_fused_not_offered.py) with their blocks'
+    warps specialised (ws: fused_tc.cu tc_ws_block and tc_ws_edge_block, the last warpgroup sums conv3 beside the
+    chain, mbarriers instead of chunk barriers; edge blocks on the warpgroup MMA with the sum's reads clamped
+    instead of a border fix-up) compute the same sums in the same order as the wg tile without it (nt 512: the
+    thread count changes no sum): raw float output (NaN-poisoned) bit for bit equal, 8- and 10-bit and float
+    samples, x2 and x3, a batch of two planes, on frames whose interior tiles fold (fold tiles counted) and on ones
+    with none (down to 2 x 2); 8-bit output equal too; three frames' raw output also within 1e-2 of the CPU
+    reference."""
     if _compute_capability(cp) != "9.0":
         pytest.skip("wgmma kernels are built for sm_90a (compute capability 9.0)")
-    model = MODELS["9-1-5"]
-    configs = [c for c in fused.candidate_configs("fp16-fast", 1) + not_offered_configs("fp16-fast", 1) if c.ws]
+    configs = [c for c in fused.candidate_configs("fp16-fast", 1) if c.ws]
     assert configs
+    check_ws_fold_tiles_same_bits_as_wg(cp, configs)
+
+
+def check_ws_fold_tiles_same_bits_as_wg(cp, configs: list[fused.FusedConfig]) -> None:
+    """test_ws_fold_tiles_same_bits_as_wg's checks on ``configs``."""
+    model = MODELS["9-1-5"]
     rng = np.random.default_rng(915)
     for cfg in configs:
         net = fused.FusedSRCNN(model, "fp16-fast", config=cfg)
@@ -448,15 +471,20 @@ def test_every_output_sample_written(cp, precision: str) -> None:
 
 @pytest.mark.parametrize("precision", fused.ARITHMETICS)
 def test_fold_path_matches_reference(cp, precision: str) -> None:
-    """The FOLD tiles (interior tiles of an exact x2 with integer samples read the LR plane through
-    conv1 folded with the bicubic): raw output against the CPU reference, 8-bit and 10-bit input,
-    two poisons; float input and a non-x2 size run the same kernel's bicubic path."""
+    """The offered FOLD tiles (those not offered: dev/tests/test_gpu_fused_not_offered.py; interior tiles of an
+    exact x2 with integer samples read the LR plane through conv1 folded with the bicubic): raw output against the
+    CPU reference, 8-bit and 10-bit input, two poisons; float input and a non-x2 size run the same kernel's bicubic
+    path."""
+    configs = [c for c in fused.candidate_configs(precision, 1) if c.fold and c.runs_on(_compute_capability(cp))]
+    assert configs
+    check_fold_path(cp, precision, configs)
+
+
+def check_fold_path(cp, precision: str, configs: list[fused.FusedConfig]) -> None:
+    """test_fold_path_matches_reference's checks on ``configs``."""
     rng = np.random.default_rng(53)
     model = MODELS["9-1-5"]
     tol = {"fp32": TOLERANCE, "fp16": 2e-5, "fp16-fast": 1e-2}[precision]
-    configs = [c for c in fused.candidate_configs(precision, 1) + not_offered_configs(precision, 1)
-               if c.fold and c.runs_on(_compute_capability(cp))]
-    assert configs
     for cfg in configs:
         net = fused.FusedSRCNN(model, precision, config=cfg)
         exact_x2_tiles = 0
@@ -677,8 +705,13 @@ def test_a_damaged_sm90a_cubin_is_built_again(cp, tmp_path: Path, monkeypatch: p
 
 @pytest.mark.parametrize("precision,arch", [(p, a) for p in fused.ARITHMETICS for a in ("9-1-5", "9-5-5")])
 def test_candidate_tiles(cp, precision: str, arch: str) -> None:
-    """Every tile the tuner may pick, and the not-offered tiles that test_streamed_conv2_tiles does
-    not cover (dev/cuda/fused_not_offered.py), on a frame of several tiles with all four borders."""
+    """Every tile the tuner may pick (those not offered: dev/tests/test_gpu_fused_not_offered.py), on a frame
+    of several tiles with all four borders."""
+    check_tiles(cp, precision, arch, fused.candidate_configs(precision, MODELS[arch].f2))
+
+
+def check_tiles(cp, precision: str, arch: str, configs: list[fused.FusedConfig]) -> None:
+    """test_candidate_tiles' checks on ``configs`` (those the device can run and has the shared memory for)."""
     from srgpu.kernels.build import device_limits
 
     model = MODELS[arch]
@@ -688,8 +721,7 @@ def test_candidate_tiles(cp, precision: str, arch: str) -> None:
     raw_ref = fused.reference(plane, out_shape, 255, model, raw=True)
     q_ref = fused.reference(plane, out_shape, 255, model)
     limit = device_limits(0).max_shared_per_block_optin
-    extra = [c for c in not_offered_configs(precision, model.f2) if not c.stream]
-    for cfg in fused.candidate_configs(precision, model.f2) + extra:
+    for cfg in configs:
         if fused.shared_bytes(cfg, model.f2) > limit or not cfg.runs_on(_compute_capability(cp)):
             continue
         net = fused.FusedSRCNN(model, precision, config=cfg)

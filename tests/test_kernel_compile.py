@@ -4,22 +4,16 @@ GPU machine where the GPU tests run. NVRTC needs no GPU, so this runs in CI: a k
 only one compiler accepts, or a tile in the tuner's candidate lists that does not instantiate,
 fails here before any user's first run. One architecture each: the oldest srgpu's FFMA kernels
 run on (compute 7.5) and the oldest the tensor-core kernels need (8.0); the sources have no
-architecture-specific paths."""
+architecture-specific paths. (The tiles built but not offered: dev/tests/test_fused_variants.py.)"""
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import pytest
 
 from srgpu.kernels import bicubic, colour, conv, fused, quantize
 from srgpu.model import random_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # dev/ lies beside the package, not in it
-from dev.cuda.fused_not_offered import not_offered_configs  # noqa: E402
-
-from conftest import compile_all  # noqa: E402  (shared with dev/tests/ and tests/test_kernel_archs.py)
+from conftest import compile_all  # (shared with dev/tests/ and tests/test_kernel_archs.py)
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 
@@ -51,7 +45,7 @@ def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:
     cfgs = [(cfg, f2) for p in precisions for f2 in (1, 3, 5)
-            for cfg in fused.candidate_configs(p, f2) + not_offered_configs(p, f2)]
+            for cfg in fused.candidate_configs(p, f2)]
     cfgs = [(cfg, f2) for cfg, f2 in cfgs if cfg.source == source]  # fused_rows.cu: dev/tests/test_fused_variants.py
     names = sorted({n for cfg, f2 in cfgs if not cfg.wg for n in (cfg.kernel_name(f2), cfg.layout_name(f2))})
     assert all(cfg.source == source for p in precisions for cfg in fused.candidate_configs(p, 1))

@@ -24,11 +24,12 @@ _USED = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
-def resources(source: str, name: str, arch: int | str) -> dict[str, int]:
-    """ptxas' figures for one instantiation: registers, stack, spill stores and loads (bytes)."""
+def resources(source: str, name: str, arch: int | str, code: str | None = None) -> dict[str, int]:
+    """ptxas' figures for one instantiation: registers, stack, spill stores and loads (bytes). ``code``: the text to
+    build instead of srgpu's ``source`` (a patched copy, as dev/cuda/phase_ablation.py's)."""
     from cupy_backends.cuda.libs import nvrtc
 
-    prog = nvrtc.createProgram(load_source(source), source, [], [])
+    prog = nvrtc.createProgram(load_source(source) if code is None else code, source, [], [])
     try:
         nvrtc.addNameExpression(prog, name)
         try:

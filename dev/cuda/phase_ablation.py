@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """Where a fused tensor-core kernel's time goes: the offered 9-1-5 and 9-5-5 fp16-fast tiles (or any
-tile given) built again with one phase removed at compile time (fused_tc.cu's ABLATE template
-argument, the ABL_* bits of fused_common.cu), each timed on one frame with CUDA events, as
-bench_peers.py times the offered kernels (1920x1080 -> 3840x2160, uint8 luma in and out).
+tile given) built again with one phase removed at compile time (an ABLATE template argument and
+its ABL_* bits, patched into a copy of srgpu's kernel sources by dev/cuda/ablate_patch.py), each
+timed on one frame with CUDA events, as bench_peers.py times the offered kernels (1920x1080 ->
+3840x2160, uint8 luma in and out).
 
     python3 dev/cuda/phase_ablation.py [--arch 9-1-5 --arch 9-5-5] [--reps 20] [--json out.json]
     python3 dev/cuda/phase_ablation.py --tile fp16-fast:9-5-5:th=64,rw=32,r=16,nt=256,mb1=2,mb2=4,stream=1,spart=1
     python3 dev/cuda/phase_ablation.py --offline      # no GPU: registers, spills, shared memory (NVRTC)
 
 Outputs of the ablated kernels are garbage: they are built for timing only, and only from here
-(srgpu's own tiles never set ABLATE, FusedConfig has no field for it). The MMA phases, the input
-stage and the weight stream are skipped at run time behind a test the compiler cannot evaluate
-(fused_tc.cu tc_skip), so each variant keeps the full kernel's code, registers and schedule and only
-the work goes; the conv3 sum, the store and the barriers are removed at compile time. The deltas
-are not additive: a latency-bound kernel hides one phase under another, so "full - no X" is what X
-costs beyond what overlaps it.
+(srgpu's sources have no ABLATE, FusedConfig no field for it). The MMA phases, the input stage and
+the weight stream are skipped at run time behind a test the compiler cannot evaluate (the patched
+tc_skip), so each variant keeps the full kernel's code, registers and schedule and only the work
+goes; the conv3 sum, the store and the barriers are removed at compile time. The deltas are not
+additive: a latency-bound kernel hides one phase under another, so "full - no X" is what X costs
+beyond what overlaps it.
+
+Sources: --offline compiles the patched text in this process. On the GPU the engine's runner
+compiles from the package's files, so the tool writes a copy of the tree with the patched sources
+(--copy DIR, else a temporary folder) and runs itself again there, as dev/cuda/ws_ablation.py's
+copies are run.
 
 Compiling: one NVRTC build per variant (CuPy caches them on disk). With --jobs N (default: the
 cores, at most the variants) worker processes build them in parallel first, each in its own CUDA
@@ -27,19 +33,23 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from dev.cuda.ablate_patch import ABL, ablated_code, ablated_sources  # noqa: E402
+from dev.cuda.ws_ablation import write_copy  # noqa: E402
 from srgpu.kernels import fused  # noqa: E402
+from srgpu.kernels.build import KERNEL_DIR  # noqa: E402
 from srgpu.kernels.fused.tiles import FusedConfig  # noqa: E402
 
-# fused_common.cu's ABL_* bits (kept equal by dev/tests/test_phase_ablation.py)
-ABL = {"INPUT": 1, "CONV1": 2, "CONV2": 4, "ZGEMM": 8, "SUM": 16, "STORE": 32, "SYNC": 64, "STREAM": 128,
-       "PHASE": 256}
+# what the GPU run reads from the tree: the package, this tool, bench_peers.py, the shipped weights
+COPIED = ("srgpu", "dev", "scripts", "weights")
 
 
 def bits(*names: str) -> int:
@@ -77,15 +87,17 @@ DEFAULT_TILES = ["fp16-fast:9-1-5", "fp16-fast:9-5-5"]
 
 @dataclass(frozen=True)
 class AblatedConfig(FusedConfig):
-    """A tensor-core tile with fused_tc's ABLATE argument set (dev only: srgpu never builds one)."""
+    """A tensor-core tile with the patched fused_tc's ABLATE argument set (dev only: srgpu has none)."""
 
     ablate: int = 0
 
     @property
     def _tc_extra(self) -> str:
-        if not self.ablate:
+        """ABLATE after SPART, before WG and WS (ablate_patch.py puts it there); ABLATE 0 without WG: srgpu's own
+        name (the argument's default)."""
+        if not self.ablate and not self.wg:
             return super()._tc_extra
-        return f", {self.minb}, {self.spart}, {self.ablate}"
+        return f", {self.minb}, {self.spart}, {self.ablate}" + (", true" if self.wg else "") + (", true" if self.ws else "")
 
     @property
     def label(self) -> str:
@@ -106,8 +118,8 @@ def f2_of(arch: str) -> int:
 def variants_for(precision: str, arch: str, params: dict[str, int]) -> list[tuple[str, AblatedConfig]]:
     """(label, config) of every variant of a tile (the streamed-conv2 ones only for a streamed tile)."""
     base = fused.config_for(precision, f2_of(arch), **params)
-    if base.kernel != "tc":
-        raise SystemExit(f"{precision}: the ablation is built into the tensor-core kernel only")
+    if base.kernel != "tc" or base.rows:
+        raise SystemExit(f"{precision} {base.label}: the ablation is built into fused_tc only")
     fields = {k: getattr(base, k) for k in FusedConfig.__dataclass_fields__}
     f2 = f2_of(arch)
     room = 65536 // (base.nt * base.minb) > 128
@@ -124,18 +136,47 @@ def all_variants(tiles: list[str]) -> list[tuple[str, str, str, AblatedConfig]]:
     return out
 
 
+# ---------------------------------------------------------------- the patched sources
+
+def guarded() -> bool:
+    """Whether the srgpu imported here carries the guards already (a copy written by run_in_copy)."""
+    return "int ABLATE = 0" in (KERNEL_DIR / "fused_tc.cu").read_text()
+
+
+def kernel_code(source: str) -> str:
+    """What NVRTC builds for ``source``: the imported srgpu's text when it is a patched copy, else srgpu's patched."""
+    from srgpu.kernels.build import load_source
+
+    return load_source(source) if guarded() else ablated_code(source)
+
+
+def write_tree(dst: Path) -> None:
+    """dst (replaced): the tree's COPIED parts with the patched kernel sources."""
+    write_copy(ROOT, dst, ablated_sources(), COPIED)
+
+
+def run_in_copy(argv: list[str], copy: Path | None) -> int:
+    """This tool with ``argv`` in a patched copy of the tree (``copy``, kept; else a temporary folder)."""
+    with tempfile.TemporaryDirectory(prefix="srgpu-ablation-") as tmp:
+        dst = copy.resolve() if copy else Path(tmp) / "tree"
+        write_tree(dst)
+        env = {**os.environ, "PYTHONPATH": str(dst)}
+        return subprocess.run([sys.executable, str(dst / "dev" / "cuda" / Path(__file__).name), *argv], env=env).returncode
+
+
 # ---------------------------------------------------------------- offline: NVRTC's ptxas report
 
-def _offline_one(job: tuple[str, str, int]) -> dict[str, int]:
+def _offline_one(job: tuple[str, str, int, str]) -> dict[str, int]:
     from dev.cuda.kernel_resources import resources
 
-    source, name, arch = job
-    return resources(source, name, arch)
+    source, name, arch, code = job
+    return resources(source, name, arch, code=code)
 
 
 def offline(tiles: list[str], arch_sm: int, jobs: int) -> int:
     rows = all_variants(tiles)
-    work = [(cfg.source, cfg.kernel_name(f2_of(arch)), arch_sm) for _, arch, _, cfg in rows]
+    code = {cfg.source: kernel_code(cfg.source) for _, _, _, cfg in rows}
+    work = [(cfg.source, cfg.kernel_name(f2_of(arch)), arch_sm, code[cfg.source]) for _, arch, _, cfg in rows]
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as ex:
         res = list(ex.map(_offline_one, work))
     print(f"NVRTC, -arch=sm_{arch_sm} -Xptxas=-v (no GPU; the GPU's own build may differ by a few registers)")
@@ -232,10 +273,14 @@ def main() -> int:
     ap.add_argument("--offline", action="store_true", help="no GPU: registers / spills by NVRTC, shared memory")
     ap.add_argument("--sm", type=int, default=90, help="with --offline: sm_SM")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--copy", type=Path, help="on the GPU: write the patched copy of the tree here (kept), not to a "
+                                              "temporary folder")
     args = ap.parse_args()
     tiles = args.tile or ([f"fp16-fast:{a}" for a in args.arch] if args.arch else DEFAULT_TILES)
     if args.offline:
         return offline(tiles, args.sm, args.jobs)
+    if not guarded():  # the runner compiles the package's files: run where they carry the guards
+        return run_in_copy(sys.argv[1:], args.copy)
     return on_gpu(tiles, args.reps, args.lr, args.scale, args.jobs, args.json)
 
 

@@ -6,12 +6,15 @@ checked with one command.
     python3 dev/cuda/sass_compare.py --nvcc /usr/local/cuda-13.0/bin/nvcc --nvdisasm PATH/nvdisasm \
         BEFORE_TREE AFTER_TREE [--save DIR] [--only REGEX] [--repeat N]
     python3 dev/cuda/sass_compare.py ... TREE --json sass.json      # one tree: digests only
+    python3 dev/cuda/sass_compare.py ... sass.json AFTER_TREE        # BEFORE as recorded by --json
 
 The instantiations are those the tests compile (tiles.CANDIDATES and dev/cuda/fused_not_offered.py,
 f2 1, 3 and 5; kernels only, not the layout kernels), enumerated by each tree's own code, each
 tree in its own interpreter. Per kernel: the SHA-256 of its .text section (byte-identical machine
 code or not), the instruction count, the registers and the opcode multiset; for a kernel that
-differs, the opcodes whose counts differ.
+differs, the opcodes whose counts differ. A kernel is paired with the one of the same
+instantiation, else with the one of the same tile label (an instantiation renamed, e.g. a template
+argument taken out: the .text holds no names).
 
 Compilers: --nvcc PATH builds with that toolkit's cicc and ptxas (the inlined source, the kernel
 instantiated by taking its address). Use it for comparisons: NVRTC 12.9 (the pip wheel the engine
@@ -195,11 +198,20 @@ def save(rec: dict, label: str, where: Path) -> None:
 
 def compare(a: dict, b: dict) -> int:
     print(f"sm_{a['arch']}, {a['compiler']}, each kernel built {a['repeat']} times; before {a['tree']}, after {b['tree']}")
+    if (a["arch"], a["compiler"]) != (b["arch"], b["compiler"]):  # a saved record built otherwise
+        print(f"NOT COMPARABLE: after is sm_{b['arch']}, {b['compiler']}")
+        return 1
     print(f"{'kernel':<56} {'insns before':>12} {'after':>6} {'regs':>9}  identical")
     by_name = {k["name"]: k for k in b["kernels"]}
+    names_a = {k["name"] for k in a["kernels"]}
+    renamed = {k["label"]: k for k in b["kernels"] if k["name"] not in names_a}  # after's, by label
     differ = 0
     for k in a["kernels"]:
         j = by_name.pop(k["name"], None)
+        if j is None and k["label"] in renamed:
+            j = renamed.pop(k["label"])
+            del by_name[j["name"]]
+            print(f"{k['name']} is {j['name']} after ({k['label']})")
         if j is None:
             print(f"{k['name']:<56} {k['instructions']:>12} {'-':>6}  missing after")
             differ += 1
@@ -230,7 +242,8 @@ def compare(a: dict, b: dict) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("trees", nargs="*", type=Path, help="one tree to record, or BEFORE AFTER to compare")
+    ap.add_argument("trees", nargs="*", type=Path, help="one tree to record, or BEFORE AFTER to compare (either may be "
+                                                        "a record written by --json)")
     ap.add_argument("--arch", type=int, default=90, help="sm_ARCH (90: H100/H200)")
     ap.add_argument("--nvdisasm", default="nvdisasm")
     ap.add_argument("--ptxas", help="assemble NVRTC's PTX with this ptxas instead of NVRTC's CUBIN")
@@ -247,7 +260,7 @@ def main() -> int:
         return 0
     if len(args.trees) not in (1, 2):
         ap.error("give one tree or two")
-    recs = [run_tree(t.resolve(), args) for t in args.trees]
+    recs = [json.loads(t.read_text()) if t.suffix == ".json" else run_tree(t.resolve(), args) for t in args.trees]
     if args.save:
         for i, r in enumerate(recs):
             save(r, ("before", "after")[i] if len(recs) == 2 else "tree", args.save)

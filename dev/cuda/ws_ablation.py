@@ -73,16 +73,17 @@ def make(tree: Path, out: Path) -> None:
             if found != count:
                 sys.exit(f"{name}: {found} matches of a patch, expected {count}: {old[:60]!r}")
             text = text[:a] + text[a:b].replace(old, new) + text[b:]
-        write_copy(tree, out / name, text)
+        write_copy(tree, out / name, {"fused_tc.cu": text})
 
 
-def write_copy(tree: Path, dst: Path, fused_tc: str) -> None:
-    """dst (replaced): the tree's srgpu and dev, with fused_tc.cu's text `fused_tc`."""
+def write_copy(tree: Path, dst: Path, kernels: dict[str, str], parts: tuple[str, ...] = ("srgpu", "dev")) -> None:
+    """dst (replaced): the tree's ``parts``, with srgpu/kernels' files of ``kernels`` (name -> text) replaced."""
     if dst.exists():
         shutil.rmtree(dst)
-    for part in ("srgpu", "dev"):
+    for part in parts:
         shutil.copytree(tree / part, dst / part, ignore=shutil.ignore_patterns("__pycache__"))
-    (dst / "srgpu" / "kernels" / "fused_tc.cu").write_text(fused_tc)
+    for name, text in kernels.items():
+        (dst / "srgpu" / "kernels" / name).write_text(text)
     print(dst)
 
 

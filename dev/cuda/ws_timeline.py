@@ -64,7 +64,7 @@ def make(tree: Path, out: Path) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ws_ablation import write_copy
 
-    write_copy(tree, out / "trace", text)
+    write_copy(tree, out / "trace", {"fused_tc.cu": text})
 
 
 def run(spec: str, reps: int) -> None:

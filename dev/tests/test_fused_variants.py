@@ -22,6 +22,8 @@ from srgpu.model import random_model
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import NOT_OFFERED, not_offered_configs  # noqa: E402
 
+from conftest import compile_all  # noqa: E402  (shared with tests/test_kernel_compile.py)
+
 OPTIN = 227 * 1024  # shared memory a block may opt into (H100 / H200)
 PER_SM = 228 * 1024  # shared memory per SM; each resident block also reserves 1 KiB
 REGISTERS_PER_SM = 65536
@@ -47,7 +49,7 @@ def test_defaults_keep_the_earlier_kernels() -> None:
         for cfg in fused.candidate_configs(arithmetic, f2):
             if cfg.minb == 1 and cfg.spart == 0:
                 assert "minb" not in dict(cfg.params) and "spart" not in dict(cfg.params)
-                if cfg.kernel == "tc" and not cfg.wg:  # wg tiles name MINB, SPART, ABLATE and WG (sm_90a only)
+                if cfg.kernel == "tc" and not cfg.wg:  # wg tiles name MINB, SPART and WG (sm_90a only)
                     assert cfg.kernel_name(f2).count(",") == 9, cfg.kernel_name(f2)
             assert fused.config_for(arithmetic, f2, **dict(cfg.params)) == cfg  # a cached plan's params
     cfg = fused.config_for("fp16", 5, stream=1, spart=5)
@@ -65,6 +67,33 @@ def test_variant_parameters_are_checked() -> None:
         fused.config_for("fp32", 1, minb=2)  # the FFMA kernel has no MINB
     with pytest.raises(ValueError):
         fused.config_for("fp16-fast", 1, nt=512, minb=5)  # 2560 threads per SM
+
+
+def test_every_not_offered_tile_compiles(nvrtc) -> None:
+    """tests/test_kernel_compile.py's check for the tiles built but not offered: with the NVRTC a pip install brings,
+    for the oldest architecture each kernel runs on (FFMA 7.5, mma.sync 8.0; warpgroup MMA: sm_90a)."""
+    cfgs = [(cfg, f2) for p in fused.ARITHMETICS for f2 in (1, 3, 5) for cfg in not_offered_configs(p, f2)]
+    assert cfgs
+    groups: dict[tuple[str, int | str], set[str]] = {}
+    for cfg, f2 in cfgs:
+        arch = "90a" if cfg.wg else 75 if cfg.kernel == "fp32" else 80
+        groups.setdefault((cfg.source, arch), set()).update({cfg.kernel_name(f2), cfg.layout_name(f2)})
+    for (source, arch), names in sorted(groups.items(), key=str):
+        compile_all(nvrtc, source, sorted(names), arch)
+
+
+def test_not_offered_streamed_tiles_fit_and_stay_out_of_the_offer() -> None:
+    """The streamed-conv2 tiles built but not offered (slower than the alternatives) fit a 227 KiB block, are named as
+    the offered streamed tiles are (tests/test_fused_fold_tables.py), and the tuner does not offer them."""
+    for (precision, f2), tiles in NOT_OFFERED.items():
+        for cfg in not_offered_configs(precision, f2):
+            if cfg.stream:  # STREAM, then MINB and SPART where they differ from the defaults
+                tail = f", {cfg.minb}, {cfg.spart}>" if (cfg.minb, cfg.spart) != (1, 0) else ">"
+                if cfg.wg:  # then WG
+                    tail = f", {cfg.minb}, {cfg.spart}, true>"
+                assert cfg.kernel_name(f2).endswith(", true" + tail)
+            assert fused.shared_bytes(cfg, f2) <= 227 * 1024, cfg.label
+            assert cfg not in fused.candidate_configs(precision, f2)
 
 
 def test_streamed_parts_change_only_conv2s_buffers() -> None:
@@ -100,7 +129,7 @@ def _compile(nvrtc, code: str, names: list[str], options: list[str]) -> str:
 def _tc_cfg(cfg: fused.FusedConfig, f2: int) -> str:
     b = lambda v: "true" if v else "false"  # noqa: E731
     return (f"TcCfg<{f2}, {b(cfg.split)}, {cfg.th}, {cfg.rw}, {cfg.r}, {cfg.nt}, {cfg.mb1}, {cfg.mb2}, "
-            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}{', 0, true' if cfg.wg else ''}>")
+            f"{b(cfg.fold)}, {b(cfg.stream)}, {cfg.spart}{', true' if cfg.wg else ''}>")
 
 
 def test_host_layout_agrees_with_the_kernels_tccfg(nvrtc) -> None:

@@ -25,23 +25,6 @@ typedef unsigned int u32;
 #define OUT_U16 3
 #define OUT_BICUBIC 4  // float32 bicubic only (checks the in-kernel bicubic bit for bit)
 
-// ABLATE (fused_tc.cu's last template argument; set only by dev/cuda/phase_ablation.py, 0 in every
-// kernel srgpu builds): phases removed, so that timing a tile with one phase gone shows what that
-// phase costs. The outputs of an ablated kernel are garbage. INPUT, STREAM (and CONV1, CONV2, ZGEMM
-// with PHASE) skip their work at run time behind a test the compiler cannot evaluate (fused_tc.cu
-// tc_skip), so the code, registers and schedule stay those of the full kernel; CONV1, CONV2 and ZGEMM
-// without PHASE predicate the phase's MMAs off (its fragment loads stay); SUM, STORE and SYNC are
-// removed at compile time (Z stores to shared memory stay: what remains keeps its inputs).
-#define ABL_INPUT 1    // no bicubic / LR tile into shared memory (one barrier kept)
-#define ABL_CONV1 2    // no conv1 MMAs: conv1's accumulators stay at the bias (or 0)
-#define ABL_CONV2 4    // no conv2 MMAs: conv2's accumulators stay at the bias
-#define ABL_ZGEMM 8    // no conv3 32 -> 25 MMAs: the Z ring gets zeros
-#define ABL_SUM 16     // no conv3 shifted sum, hence no global store
-#define ABL_STORE 32   // the shifted sum, but its global store only under a test never true
-#define ABL_SYNC 64    // no barriers at a chunk's end (fused_z_tail) or after conv1's A1 ring: races
-#define ABL_STREAM 128 // STREAM: conv2's fragments are not copied from global (waits and barriers kept)
-#define ABL_PHASE 256  // with CONV1 / CONV2 / ZGEMM: the whole phase branched around, fragment loads too
-
 struct FusedArgs {
     const void* in;   // LR plane (h, w), row pitch in elements
     int in_type, in_pitch, h, w;
@@ -243,7 +226,7 @@ __device__ void fixup_planar(float* buf, int nplanes, int pstride, int C, int ro
 
 // conv3's shifted sum over the Z ring (25 planes `pz` floats apart, [CZ][RW]) for tile-local
 // output rows [i0, i1) and columns [0, ncols): out = b3 + sum_{dy,dx} Z[dy*5+dx][i+dy][j+dx].
-template <int CZ, int RW, int ABLATE = 0>
+template <int CZ, int RW>
 __device__ void fused_conv3_rows(const FusedArgs& a, const float* Z, int pz, float b3, int i0, int i1, int ncols,
                                  int oy0, int ox0) {
     constexpr int TW = RW - 4;  // e / TW: a multiply-shift, not a division
@@ -260,27 +243,23 @@ __device__ void fused_conv3_rows(const FusedArgs& a, const float* Z, int pz, flo
             for (int dx = 1; dx < 5; ++dx) part[dy] += zr[dx * pz + dx];
         }
         const float v = b3 + ((part[0] + part[1]) + (part[2] + part[3]) + part[4]);
-        if constexpr ((ABLATE & ABL_STORE) != 0) {
-            if (v == -1.0e30f) fused_store(a, oy0 + i, ox0 + j, v);  // never true: the sum stays, the store goes
-        } else {
-            fused_store(a, oy0 + i, ox0 + j, v);
-        }
+        fused_store(a, oy0 + i, ox0 + j, v);
     }
 }
 
 // The end of a chunk, every thread: after the chunk's Z rows [z0, z1) are written, their border
 // fix-up, then conv3 of the output rows [out_done, min(z1 - 4, nout)) they complete (a row needs
 // four Z rows below it); returns the new out_done. Barriers before and after.
-template <int CZ, int PZ, int RW, int ABLATE = 0>
+template <int CZ, int PZ, int RW>
 __device__ __forceinline__ int fused_z_tail(const FusedArgs& a, float* Z, float b3, int z0, int z1, int out_done,
                                             int nout, int ncol, int oy0, int ox0, int zvy, int zvx) {
-    if constexpr ((ABLATE & ABL_SYNC) == 0) __syncthreads();
+    __syncthreads();
     fixup_planar(Z, 25, PZ, CZ, RW, RW, z0, z1, zvy, zvx, a.H, a.W);
     const int o_t = min(z1 - 4, nout);
     if (o_t > out_done) {
-        if constexpr ((ABLATE & ABL_SUM) == 0) fused_conv3_rows<CZ, RW, ABLATE>(a, Z, PZ, b3, out_done, o_t, ncol, oy0, ox0);
+        fused_conv3_rows<CZ, RW>(a, Z, PZ, b3, out_done, o_t, ncol, oy0, ox0);
         out_done = o_t;
     }
-    if constexpr ((ABLATE & ABL_SYNC) == 0) __syncthreads();
+    __syncthreads();
     return out_done;
 }

@@ -31,7 +31,6 @@ struct RowsCfg {
     // the names tc_conv1 / tc_mma_passes / tc_load_lr read (fused_tc.cu TcCfg)
     static constexpr bool SPLIT_ = false;
     static constexpr bool WG_ = true;
-    static constexpr int ABL = 0;
     static constexpr int NT = 384;
     static constexpr int H2 = 2, HAL = 8, RW = 64, TW = 60, RW1 = 68;
     static constexpr int R = TH + 4;   // conv2 / Z rows
@@ -75,7 +74,6 @@ struct RowsCfg {
     static constexpr int O_Z = O_A1 + NS * SLOT / 4;
     static constexpr int O_OUT = O_Z + 26 * ZPS;  // 25 taps + a scratch plane (taps 25..31 of the padded GEMM)
     static constexpr int TOTAL = O_OUT + 6 * 64;  // output staging: row o in slot o % 6, 64 fp32
-    static constexpr int O_ZERO = O_B3 + 1;
     static constexpr int MB1_ = 1;
     static_assert(TH % 2 == 0 && R % 6 == 0 && TH >= 8, "TH: even (the fold's A1 origin), TH + 4 a multiple of 6");
     static_assert(6 % NS == 0 && NS >= 2, "ring slots divide the consumer's 6-row unroll");

@@ -85,14 +85,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// The same under a warp-uniform predicate (on != 0), for ABLATE's MMA bits: the operands and the
-// accumulators keep their registers and dependencies whether or not the MMA runs.
-__device__ __forceinline__ void mma16816_if(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 on) {
-    asm("{ .reg .pred p;\n setp.ne.u32 p, %10, 0;\n"
-        " @p mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n}"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(on));
-}
 __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
@@ -112,16 +104,14 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 // --- PTX helpers end
 
-// ABLATE: fused_common.cu's ABL_* bits (dev/cuda/phase_ablation.py only; 0 = the kernel as offered).
 // SPART (with STREAM): 0 streams conv2's fragments a tap row at a time through one buffer (load,
 // barrier, MMAs); SPART = p > 0 streams each tap row in p parts through two buffers, the next part
 // arriving by cp.async while the MMAs of the current one run (tc_conv2_ring_z_pipe).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int SPART = 0,
-          int ABLATE = 0, bool WG = false>
+          bool WG = false>
 struct TcCfg {
     static constexpr bool SPLIT_ = SPLIT;
     static constexpr bool WG_ = WG;
-    static constexpr int ABL = ABLATE;
     static constexpr int SPART_ = SPART;
     static constexpr int RW_ = RW, R_ = R, MB1_ = MB1, MB2_ = MB2, NW = NT / 32;
     static constexpr int H2 = F2 / 2;
@@ -189,8 +179,6 @@ struct TcCfg {
     static constexpr int END_FOLD = FOLD && F2 > 1 ? END_BIC : END_LR;
     static constexpr int O_Z = END_BIC > END_FOLD ? END_BIC : END_FOLD;
     static constexpr int TOTAL = O_Z + 25 * PZ;
-    // a word that is always 0 (b3's padding), in the global array and in shared memory: tc_skip's test
-    static constexpr int G_ZERO = G_W1F - 3, O_ZERO = O_B3 + 1;
     static_assert(RW % 16 == 0, "RW must be a multiple of 16");
     static_assert(R >= 4, "R must be at least 4");
     static_assert(O_Y % 4 == 0 && O_A1 % 4 == 0 && O_W1F % 4 == 0 && O_LR % 4 == 0 && O_W2G % 4 == 0, "16-byte alignment");
@@ -206,56 +194,16 @@ struct TcCfg {
     static constexpr int WG_PC = RW / 8, WG_NWG = NT / 128;   // 8 x 8 patches per row of patches, warpgroups
     static constexpr int WG_MT = R / 8 * WG_PC / WG_NWG;      // patches per warpgroup in a full chunk
     static_assert(!WG || F2 == 1 ||
-                      (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && ABLATE == 0 && R % 8 == 0 &&
+                      (F2 > 1 && !SPLIT && STREAM && (SPART == 1 || SPART == 2) && R % 8 == 0 &&
                        NT % 128 == 0 && (R / 8 * WG_PC) % WG_NWG == 0 && WG_MT >= 1 && WG_MT <= 8 && H2 == 2),
                   "WG: fp16-fast 5x5 conv2 streamed a tap row at a time, R a multiple of 8, patches even over warpgroups");
     // WG, F2 == 1 (tc_wg_fold_z): a warpgroup job is 2 rows of one parity x 2 blocks of one column phase; MB2
     // (unused by f2 = 1 otherwise) is the number of jobs a warpgroup keeps in flight together
-    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && ABLATE == 0 && RW == 64 && R % 4 == 0 && NT % 32 == 0 &&
+    static_assert(!WG || F2 > 1 || (FOLD && !SPLIT && !STREAM && RW == 64 && R % 4 == 0 && NT % 32 == 0 &&
                                     (MB2 == 1 || MB2 == 2)),
                   "WG for f2 = 1: fp16-fast fold tiles, RW 64, R a multiple of 4, whole warpgroups, MB2 1 or 2");
     static_assert(STREAM || (G_W3F == O_W3F && G_W1F == O_W1F), "without STREAM the prefix is the global one");
 };
-
-// ABLATE's run-time skips (INPUT, STREAM; CONV1, CONV2, ZGEMM with PHASE) happen under a test the
-// compiler cannot evaluate (a word of the weights that is always 0): the skipped code stays, with the
-// registers and schedule of the kernel around it, and nothing that feeds it is optimised away; only its
-// work is not done. `w`: the weights in shared memory (after the first barrier) or, with `global_`,
-// the global array.
-// TC_SKIP / TC_SKIP_PHASE / TC_MMA_ON: the same, written so that with the bit clear the front end folds
-// the test away and emits no call (the kernels as offered keep their machine code: sass_compare.py).
-#define TC_SKIP(C, BIT, ...) ((C::ABL & (BIT)) != 0 && tc_skip<C, BIT>(__VA_ARGS__))
-#define TC_SKIP_PHASE(C, BIT, smw) ((C::ABL & (BIT)) != 0 && tc_skip_phase<C, BIT>(smw))
-#define TC_MMA_ON(C, BIT, smw) ((C::ABL & (BIT)) != 0 ? tc_mma_on<C, BIT>(smw) : 1u)
-template <class C, int BIT>
-__device__ __forceinline__ bool tc_skip(const u32* w, bool global_ = false) {
-    if constexpr ((C::ABL & BIT) == 0) return false;
-    else return (global_ ? __ldg(w + C::G_ZERO) : w[C::O_ZERO]) == 0u;
-}
-// CONV1, CONV2, ZGEMM: with PHASE the whole phase is branched around (fragment loads too); without it
-// only its MMAs are predicated off (tc_mma_on: the predicate, 0 when they are off): loads, registers
-// and schedule as in the full kernel (the 9-1-5 fold tile, at its 128-register cap, spills when its
-// phases are branched around).
-template <class C, int BIT>
-__device__ __forceinline__ bool tc_skip_phase(const u32* smw) {
-    if constexpr ((C::ABL & ABL_PHASE) == 0) return false;
-    else return tc_skip<C, BIT>(smw);
-}
-template <class C, int BIT>
-__device__ __forceinline__ u32 tc_mma_on(const u32* smw) {
-    if constexpr ((C::ABL & BIT) == 0 || (C::ABL & ABL_PHASE) != 0) {
-        return 1u;
-    } else {  // a volatile load where it is used: not hoisted, so no register holds it across the phase
-        u32 v;
-        asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_u32(smw + C::O_ZERO)));
-        return v;  // 0: off
-    }
-}
-template <class C, int BIT>
-__device__ __forceinline__ void tc_mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, u32 on) {
-    if constexpr ((C::ABL & BIT) != 0 && (C::ABL & ABL_PHASE) == 0) mma16816_if(d, a, b0, b1, on);
-    else mma16816(d, a, b0, b1);
-}
 
 // Word offsets in the Y planes of this lane's conv1 tap pairs (conv1_matrix's order; cq = lane % 4): K-step s uses
 // off[2 s] (k) and off[2 s + 1] (k + 8). Pairs 45.. (zero weights) read row 8's first words: valid memory.
@@ -300,23 +248,23 @@ __device__ __forceinline__ void tc_conv1_load(const u32* smw, const int (&b0)[MB
 
 // acc[m][0..2*NP) += A (hi, lo) x B (NP uint4 of two n-tiles each), split products in three passes
 // (two with A_EXACT: A is exact in fp16, al is not read), so no MMA waits on the one before it.
-template <class C, int MB, int NP, int NTILE, bool A_EXACT = false, int BIT = 0>
+template <class C, int MB, int NP, int NTILE, bool A_EXACT = false>
 __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
-                                              const uint4 (&bh)[NP], const uint4 (&bl)[NP], u32 on = 1u) {
+                                              const uint4 (&bh)[NP], const uint4 (&bl)[NP]) {
 #pragma unroll
     for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
-            tc_mma<C, BIT>(acc[m][2 * jp], ah[m], bh[jp].x, bh[jp].y, on);
-            tc_mma<C, BIT>(acc[m][2 * jp + 1], ah[m], bh[jp].z, bh[jp].w, on);
+            mma16816(acc[m][2 * jp], ah[m], bh[jp].x, bh[jp].y);
+            mma16816(acc[m][2 * jp + 1], ah[m], bh[jp].z, bh[jp].w);
         }
     if (C::SPLIT_) {
 #pragma unroll
         for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
             for (int m = 0; m < MB; ++m) {
-                tc_mma<C, BIT>(acc[m][2 * jp], ah[m], bl[jp].x, bl[jp].y, on);
-                tc_mma<C, BIT>(acc[m][2 * jp + 1], ah[m], bl[jp].z, bl[jp].w, on);
+                mma16816(acc[m][2 * jp], ah[m], bl[jp].x, bl[jp].y);
+                mma16816(acc[m][2 * jp + 1], ah[m], bl[jp].z, bl[jp].w);
             }
     }
     if (C::SPLIT_ && !A_EXACT) {
@@ -324,8 +272,8 @@ __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const 
         for (int jp = 0; jp < NP; ++jp)
 #pragma unroll
             for (int m = 0; m < MB; ++m) {
-                tc_mma<C, BIT>(acc[m][2 * jp], al[m], bh[jp].x, bh[jp].y, on);
-                tc_mma<C, BIT>(acc[m][2 * jp + 1], al[m], bh[jp].z, bh[jp].w, on);
+                mma16816(acc[m][2 * jp], al[m], bh[jp].x, bh[jp].y);
+                mma16816(acc[m][2 * jp + 1], al[m], bh[jp].z, bh[jp].w);
             }
     }
 }
@@ -333,7 +281,6 @@ __device__ __forceinline__ void tc_mma_passes(float (&acc)[MB][NTILE][4], const 
 template <class C, int MB>
 __device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], const int (&b8)[MB],
                                          const int (&off)[12], float (&acc)[MB][8][4], int lane) {
-    if (TC_SKIP_PHASE(C, ABL_CONV1, smw)) return;  // the accumulators keep the bias
     u32 ah[2][MB][4], al[2][MB][4];
     uint4 bh[2][4], bl[2][4];
     tc_conv1_load<C, MB>(smw, b0, b8, off, 0, lane, ah[0], al[0], bh[0], bl[0]);
@@ -342,8 +289,7 @@ __device__ __forceinline__ void tc_conv1(const u32* smw, const int (&b0)[MB], co
         if (s + 1 < 6)
             tc_conv1_load<C, MB>(smw, b0, b8, off, s + 1, lane, ah[(s + 1) & 1], al[(s + 1) & 1], bh[(s + 1) & 1],
                                  bl[(s + 1) & 1]);
-        tc_mma_passes<C, MB, 4, 8, false, ABL_CONV1>(acc, ah[s & 1], al[s & 1], bh[s & 1], bl[s & 1],
-                                                     TC_MMA_ON(C, ABL_CONV1, smw));
+        tc_mma_passes<C, MB, 4, 8>(acc, ah[s & 1], al[s & 1], bh[s & 1], bl[s & 1]);
     }
 }
 
@@ -384,16 +330,16 @@ __device__ __forceinline__ void tc_to_a(const float (&acc)[MB][NT_][4], int k, u
 }
 
 // acc (MB x n-tiles) += A (hi, lo) x B fragments (two n-tiles per uint4; lo copy `lo_off` uint4 away).
-template <class C, int MB, int NTILE, int BIT = 0>
+template <class C, int MB, int NTILE>
 __device__ __forceinline__ void tc_mma_k(float (&acc)[MB][NTILE][4], const u32 (&ah)[MB][4], const u32 (&al)[MB][4],
-                                         const uint4* B, int lo_off, u32 on = 1u) {
+                                         const uint4* B, int lo_off) {
     uint4 bh[NTILE / 2], bl[NTILE / 2];
 #pragma unroll
     for (int jp = 0; jp < NTILE / 2; ++jp) {
         bh[jp] = B[jp * 32];
         if (C::SPLIT_) bl[jp] = B[lo_off + jp * 32];
     }
-    tc_mma_passes<C, MB, NTILE / 2, NTILE, false, BIT>(acc, ah, al, bh, bl, on);
+    tc_mma_passes<C, MB, NTILE / 2, NTILE>(acc, ah, al, bh, bl);
 }
 
 // ReLU(conv2) accumulators -> Z GEMM -> the Z ring (rows rr, columns xb + CS * i, i < 16).
@@ -405,10 +351,9 @@ __device__ __forceinline__ void tc_z(const u32* smw, float* Z, const float (&acc
     tc_zero<MB, 4>(acc3);
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-        if (TC_SKIP_PHASE(C, ABL_ZGEMM, smw)) break;
         u32 ah[MB][4], al[MB][4];
         tc_to_a<C, MB, 4>(acc2, k, ah, al);
-        tc_mma_k<C, MB, 4, ABL_ZGEMM>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4, TC_MMA_ON(C, ABL_ZGEMM, smw));
+        tc_mma_k<C, MB, 4>(acc3, ah, al, W3 + k * 2 * 32, C::W3F / 4);
     }
     const int r0 = lane >> 2, cq = lane & 3;
 #pragma unroll
@@ -443,10 +388,9 @@ __device__ __forceinline__ void tc_conv2_z(const u32* smw, float* Z, const float
     tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) break;
         u32 ah[MB][4], al[MB][4];
         tc_to_a<C, MB, 8>(acc, k, ah, al);
-        tc_mma_k<C, MB, 4, ABL_CONV2>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4, TC_MMA_ON(C, ABL_CONV2, smw));
+        tc_mma_k<C, MB, 4>(acc2, ah, al, W2 + k * 2 * 32, C::W2F / 4);
     }
     tc_z<C, MB, CS>(smw, Z, acc2, rr, xb, ok, lane);
 }
@@ -545,16 +489,13 @@ __device__ void tc_chain_z_fold(const u32* smw, float* Z, int z0, int z1, int d0
         const uint4* Wp = reinterpret_cast<const uint4*>(smw + C::O_W1P + (py * 2 + px) * C::NSPL * C::W1P) + lane;
         float acc[MB][8][4];
         tc_zero<MB, 8>(acc);
-        if (!TC_SKIP_PHASE(C, ABL_CONV1, smw)) {
-            u32 a[2][MB][4];
-            uint4 bh[2][4], bl[2][4];
-            tc_fold_load<C, MB>(L, b0, Wp, 0, a[0], bh[0], bl[0]);
+        u32 a[2][MB][4];
+        uint4 bh[2][4], bl[2][4];
+        tc_fold_load<C, MB>(L, b0, Wp, 0, a[0], bh[0], bl[0]);
 #pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                if (s + 1 < 4) tc_fold_load<C, MB>(L, b0, Wp, s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
-                tc_mma_passes<C, MB, 4, 8, true, ABL_CONV1>(acc, a[s & 1], a[s & 1], bh[s & 1], bl[s & 1],
-                                                            TC_MMA_ON(C, ABL_CONV1, smw));
-            }
+        for (int s = 0; s < 4; ++s) {
+            if (s + 1 < 4) tc_fold_load<C, MB>(L, b0, Wp, s + 1, a[(s + 1) & 1], bh[(s + 1) & 1], bl[(s + 1) & 1]);
+            tc_mma_passes<C, MB, 4, 8, true>(acc, a[s & 1], a[s & 1], bh[s & 1], bl[s & 1]);
         }
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -766,7 +707,7 @@ __device__ __forceinline__ void tc_ring_load(const u32 (&row)[MB], const uint4* 
 // at dx = 0; Wt the row's B fragments (t = dx * 4 + K-step; lo copy lo_off uint4 away).
 template <class C, int F2, int MB>
 __device__ __forceinline__ void tc_conv2_tap_row(float (&acc2)[MB][4][4], const u32 (&row)[MB], const uint4* Wt,
-                                                 int lo_off, int lrow, int lhi, u32 on = 1u) {
+                                                 int lo_off, int lrow, int lhi) {
     u32 ah[2][MB][4], al[2][MB][4];
     uint4 bh[2][2], bl[2][2];
     tc_ring_load<C, MB>(row, Wt, lo_off, 0, lrow, lhi, ah[0], al[0], bh[0], bl[0]);
@@ -775,7 +716,7 @@ __device__ __forceinline__ void tc_conv2_tap_row(float (&acc2)[MB][4][4], const 
         if (t + 1 < F2 * 4)
             tc_ring_load<C, MB>(row, Wt, lo_off, t + 1, lrow, lhi, ah[(t + 1) & 1], al[(t + 1) & 1], bh[(t + 1) & 1],
                                 bl[(t + 1) & 1]);
-        tc_mma_passes<C, MB, 2, 4, false, ABL_CONV2>(acc2, ah[t & 1], al[t & 1], bh[t & 1], bl[t & 1], on);
+        tc_mma_passes<C, MB, 2, 4>(acc2, ah[t & 1], al[t & 1], bh[t & 1], bl[t & 1]);
     }
 }
 
@@ -797,13 +738,11 @@ __device__ void tc_conv2_ring_z(const u32* smw, const u32* A1, float* Z, int z0,
         tc_bias_init<C, MB, 4>(b2, acc2, cq);
 #pragma unroll 1
         for (int dy = 0; dy < F2; ++dy) {
-            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) break;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[m] + dy) % C::C1) * C::RW1 + xb[m] + lrow) << 7);
-            tc_conv2_tap_row<C, F2, MB>(acc2, row, W2 + dy * F2 * 8 * 32, C::W2F / 4, lrow, lhi,
-                                        TC_MMA_ON(C, ABL_CONV2, smw));
+            tc_conv2_tap_row<C, F2, MB>(acc2, row, W2 + dy * F2 * 8 * 32, C::W2F / 4, lrow, lhi);
         }
         tc_z<C, MB>(smw, Z, acc2, rr, xb, ok, lane);
     }
@@ -834,24 +773,21 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
 #pragma unroll 1
     for (int dy = 0; dy < F2; ++dy) {
         __syncthreads();  // nobody reads the previous row's fragments any more
-        if (!TC_SKIP(C, ABL_STREAM, smw)) {
-            const uint4* src = reinterpret_cast<const uint4*>(weights) + dy * (C::W2S / 4);
-            uint4* dst = reinterpret_cast<uint4*>(smw + C::O_W2F);
-            for (int i = threadIdx.x; i < C::NSPL * C::W2S / 4; i += NT) {
-                const int copy = i / (C::W2S / 4), k = i - copy * (C::W2S / 4);
-                dst[i] = __ldg(src + copy * (C::W2F / 4) + k);
-            }
+        const uint4* src = reinterpret_cast<const uint4*>(weights) + dy * (C::W2S / 4);
+        uint4* dst = reinterpret_cast<uint4*>(smw + C::O_W2F);
+        for (int i = threadIdx.x; i < C::NSPL * C::W2S / 4; i += NT) {
+            const int copy = i / (C::W2S / 4), k = i - copy * (C::W2S / 4);
+            dst[i] = __ldg(src + copy * (C::W2F / 4) + k);
         }
         __syncthreads();
 #pragma unroll
         for (int jj = 0; jj < JMAX; ++jj) {
             if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
-            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) continue;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
-            tc_conv2_tap_row<C, F2, MB>(acc2[jj], row, W2, C::W2S / 4, lrow, lhi, TC_MMA_ON(C, ABL_CONV2, smw));
+            tc_conv2_tap_row<C, F2, MB>(acc2[jj], row, W2, C::W2S / 4, lrow, lhi);
         }
     }
 #pragma unroll
@@ -864,7 +800,6 @@ __device__ void tc_conv2_ring_z_stream(u32* smw, const u32* __restrict__ weights
 template <class C, int F2, int NT>
 __device__ __forceinline__ void tc_stream_part(u32* smw, const u32* __restrict__ weights, int buf, int w) {
     constexpr int NU = C::SPART_, UQ = C::W2U / 4;  // uint4 per part and copy
-    if (TC_SKIP(C, ABL_STREAM, weights, true)) return;  // the global array: part 0 goes before any barrier
     const int dy = w / NU, part = w - dy * NU;
     const uint4* src = reinterpret_cast<const uint4*>(weights) + (dy * C::W2S + part * C::W2U) / 4;
     const u32 dst = smem_u32(smw + C::O_W2F + buf * C::NSPL * C::W2U);
@@ -878,7 +813,7 @@ __device__ __forceinline__ void tc_stream_part(u32* smw, const u32* __restrict__
 // fragments from Wu (this part's buffer: step t at (t - t0) * 2 * 32 uint4, lo copy lo_off away).
 template <class C, int TU, int MB>
 __device__ __forceinline__ void tc_conv2_tap_steps(float (&acc2)[MB][4][4], const u32 (&row)[MB], const uint4* Wu,
-                                                   int lo_off, int t0, int lrow, int lhi, u32 on = 1u) {
+                                                   int lo_off, int t0, int lrow, int lhi) {
     u32 ah[2][MB][4], al[2][MB][4];
     uint4 bh[2][2], bl[2][2];
     auto load = [&](int i, u32 (&a_h)[MB][4], u32 (&a_l)[MB][4], uint4 (&b_h)[2], uint4 (&b_l)[2]) {
@@ -901,7 +836,7 @@ __device__ __forceinline__ void tc_conv2_tap_steps(float (&acc2)[MB][4][4], cons
 #pragma unroll
     for (int i = 0; i < TU; ++i) {  // fragments of i + 1 load under i's MMAs
         if (i + 1 < TU) load(i + 1, ah[(i + 1) & 1], al[(i + 1) & 1], bh[(i + 1) & 1], bl[(i + 1) & 1]);
-        tc_mma_passes<C, MB, 2, 4, false, ABL_CONV2>(acc2, ah[i & 1], al[i & 1], bh[i & 1], bl[i & 1], on);
+        tc_mma_passes<C, MB, 2, 4>(acc2, ah[i & 1], al[i & 1], bh[i & 1], bl[i & 1]);
     }
 }
 
@@ -939,12 +874,11 @@ __device__ int tc_conv2_ring_z_pipe(u32* smw, const u32* __restrict__ weights, c
 #pragma unroll
         for (int jj = 0; jj < JMAX; ++jj) {
             if (warp + jj * C::NW >= njobs) continue;  // warp-uniform
-            if (TC_SKIP_PHASE(C, ABL_CONV2, smw)) continue;
             u32 row[MB];
 #pragma unroll
             for (int m = 0; m < MB; ++m)
                 row[m] = a1s + ((((rr[jj][m] + dy) % C::C1) * C::RW1 + xb[jj][m] + lrow) << 7);
-            tc_conv2_tap_steps<C, TU, MB>(acc2[jj], row, Wu, C::W2U / 4, t0, lrow, lhi, TC_MMA_ON(C, ABL_CONV2, smw));
+            tc_conv2_tap_steps<C, TU, MB>(acc2[jj], row, Wu, C::W2U / 4, t0, lrow, lhi);
         }
     }
 #pragma unroll
@@ -1869,14 +1803,14 @@ __device__ void tc_ws_edge_block(const FusedArgs& a, u32* smw, const u32* __rest
 // ---------------------------------------------------------------- the kernel
 
 // fold: fused_common.cu's fold_block; fscale = 2^-e / max_value (acc * fscale + b1 after conv1).
-// MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART, ABLATE: TcCfg.
+// MINB: blocks per SM the register allocation leaves room for (__launch_bounds__); SPART: TcCfg.
 // WG: conv2 on the warpgroup MMA (built for sm_90a only; the section above).
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
+          int SPART = 0, bool WG = false, bool WS = false>
 __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __restrict__ weights,
                                                      const int* __restrict__ fold, float fscale) {
     FUSED_ARGS_INIT
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, ABLATE, WG> C;
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, WG> C;
     extern __shared__ __align__(16) u32 smw[];
     if (dynamic_smem_bytes() < C::TOTAL * 4u) __trap();
     const int ox0 = blockIdx.x * C::TW, oy0 = blockIdx.y * TH;
@@ -1917,30 +1851,23 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
     float* Z = reinterpret_cast<float*>(smw + C::O_Z);
     int off[12];  // word offsets of this lane's tap pairs: K-step s uses off[2s] (k) and off[2s+1] (k + 8)
     if (folding) {
-        if (TC_SKIP(C, ABL_INPUT, weights, true))
-            __syncthreads();  // the weights' copy, as the input stage's last barrier
-        else
-            tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);
+        tc_load_lr<C, NT>(a, smw, fb.ly0, fb.lx0);
     } else {
         tc_tap_offsets<C>(off, threadIdx.x & 3);
         unsigned short* Yh = reinterpret_cast<unsigned short*>(smw + C::O_Y);
-        if (TC_SKIP(C, ABL_INPUT, weights, true)) {
-            __syncthreads();  // as above (the tap offsets are still needed: conv1 reads shared memory by them)
-        } else {
-            fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1,
-                          a.first0[a.rows_first ? blockIdx.x : blockIdx.y], Z, [&](int r, int c, float v) {
-                              // even-start copy: halves c; odd-start copy: halves c - 1 (pairs (c-1, c))
-                              const unsigned short hh = f2h(v);
-                              const int i = r * C::Y0W + c;
-                              if (c < C::Y0W) Yh[i] = hh;
-                              if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
-                              if (SPLIT) {
-                                  const unsigned short ll = f2h(v - h2f(hh));
-                                  if (c < C::Y0W) Yh[4 * C::PY + i] = ll;
-                                  if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
-                              }
-                          });
-        }
+        fused_bicubic(a, oy0 - C::HAL, C::Y0ROWS, ox0 - C::HAL, C::Y0W + 1,
+                      a.first0[a.rows_first ? blockIdx.x : blockIdx.y], Z, [&](int r, int c, float v) {
+                          // even-start copy: halves c; odd-start copy: halves c - 1 (pairs (c-1, c))
+                          const unsigned short hh = f2h(v);
+                          const int i = r * C::Y0W + c;
+                          if (c < C::Y0W) Yh[i] = hh;
+                          if (c >= 1) Yh[2 * C::PY + i - 1] = hh;
+                          if (SPLIT) {
+                              const unsigned short ll = f2h(v - h2f(hh));
+                              if (c < C::Y0W) Yh[4 * C::PY + i] = ll;
+                              if (c >= 1) Yh[6 * C::PY + i - 1] = ll;
+                          }
+                      });
         if (a.out_mode == OUT_BICUBIC) {  // the host asks the fp32 kernel for that
             if constexpr (STREAM && SPART > 0) cp_async_wait_all();
             return;
@@ -1969,7 +1896,7 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
                 a1_done = a_t;
             } else if (a_t > a1_done) {
                 tc_conv1_ring<C>(smw, A1, a1_done, a_t, off);
-                if constexpr ((ABLATE & ABL_SYNC) == 0) __syncthreads();
+                __syncthreads();
                 tc_fixup_a1<C>(A1, a1_done, a_t, zvy - C::H2, zvx - C::H2, a.H, a.W);
                 a1_done = a_t;
             }
@@ -1994,15 +1921,15 @@ __global__ void __launch_bounds__(NT, MINB) fused_tc(FUSED_PARAMS, const u32* __
                 tc_chain_z<C>(smw, Z, z_done, z_t, off);
             }
         }
-        out_done = fused_z_tail<C::CZ, C::PZ, RW, ABLATE>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
+        out_done = fused_z_tail<C::CZ, C::PZ, RW>(a, Z, b3, z_done, z_t, out_done, nout, ncol, oy0, ox0, zvy, zvx);
         z_done = z_t;
     }
 }
 
 template <int F2, bool SPLIT, int TH, int RW, int R, int NT, int MB1, int MB2, bool FOLD, bool STREAM, int MINB = 1,
-          int SPART = 0, int ABLATE = 0, bool WG = false, bool WS = false>
-__global__ void fused_tc_layout(int* out) {  // ABLATE moves nothing: the layout of the kernel as offered (WG, WS neither)
-    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, 0, WG> C;
+          int SPART = 0, bool WG = false, bool WS = false>
+__global__ void fused_tc_layout(int* out) {  // MINB and WS move nothing: the same arguments as fused_tc
+    typedef TcCfg<F2, SPLIT, TH, RW, R, NT, MB1, MB2, FOLD, STREAM, SPART, WG> C;
     out[0] = C::TOTAL * 4; out[1] = TH; out[2] = C::TW; out[3] = C::Y0ROWS; out[4] = C::Y0W + 1;
     out[5] = 25 * C::PZ; out[6] = NT; out[7] = C::PACKED; out[8] = C::O_W1F;
 }

@@ -68,8 +68,8 @@ class FusedConfig:
     def _tc_extra(self) -> str:
         """Template arguments MINB, SPART after STREAM, only where they differ from the defaults (1, 0),
         so every earlier tile keeps its kernel name."""
-        if self.wg:  # then the phase-removal argument (always 0 here), WG and (where set) WS
-            return f", {self.minb}, {self.spart}, 0, true" + (", true" if self.ws else "")
+        if self.wg:  # then WG and (where set) WS
+            return f", {self.minb}, {self.spart}, true" + (", true" if self.ws else "")
         return "" if (self.minb, self.spart) == (1, 0) else f", {self.minb}, {self.spart}"
 
     def layout_name(self, f2: int) -> str:
