@@ -103,6 +103,7 @@ class Slower(SlowBicubic):
         return super().upscale_frame(planes, specs, max_value)
 
 
+@pytest.mark.slow
 def test_upscale_decodes_again_when_the_takeover_lost_a_frame(clips: tuple[Path, Path], tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     clip, short = clips

@@ -256,6 +256,7 @@ def test_open_gop_hevc(tmp_path: Path, engine: BicubicEngine) -> None:
     assert [m.group(1) if m else None for m in rates] == [b"25/1", b"25/1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["h264-open-gop", "hevc-open-gop"])
 def test_chunks_that_start_inside_a_gop(tmp_path: Path, engine: BicubicEngine, kind: str) -> None:
     """Keyframes every 12 frames, chunks of 7-8 planned for two workers: boundaries fall inside
@@ -380,6 +381,7 @@ def test_the_output_name_stays_free_until_the_join_is_verified(tmp_path: Path, e
 MASTER_DISPLAY = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,1)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
 def test_hdr10_and_aspect_ratio(tmp_path: Path, engine: BicubicEngine, suffix: str) -> None:
     """HDR10 static metadata, PQ colour tags, 10 bits and a non-square pixel aspect ratio reach
@@ -424,6 +426,7 @@ def test_the_command_line_cuts_a_video_into_chunks(tmp_path: Path, random_npz: P
     assert not (tmp_path / "x.mp4").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, first, last", [("smpte_1080p25_h264_aac.mp4", 90, 120),
                                                ("bbb_720p24_vp8_vorbis.webm", 267, 283),
                                                ("nasa_2video_2audio_2subs.mp4", 202, 230)])
@@ -569,6 +572,7 @@ def test_workers_start_only_once_a_video_is_long(tmp_path: Path) -> None:
     assert not isinstance(cj, str) and calls == ["long"]
 
 
+@pytest.mark.slow
 def test_the_run_says_its_workers_and_encoder_threads_in_one_line(tmp_path: Path, random_npz: Path) -> None:
     """The line that starts a chunked run says the chunks, the workers and each x264's share of
     the cores (what the defaults chose); a user's own -threads is said as the encoder's choice."""

@@ -46,6 +46,7 @@ def clip_and_reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     return src, reference
 
 
+@pytest.mark.slow
 def test_dask_workers_make_the_same_output(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
     from srgpu.batch.cluster import DaskRunner
 
@@ -109,6 +110,7 @@ CLIPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(CLIPS))
 def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:  # type: ignore[no-untyped-def]
     """The same chunked job on the cluster and in this process: the same file content."""
@@ -130,6 +132,7 @@ def test_dask_chunks_of_other_clips(tmp_path: Path, cluster, kind: str) -> None:
     assert outputs["dask"] == outputs["here"]
 
 
+@pytest.mark.slow
 def test_the_command_line_sends_chunks_to_the_cluster(tmp_path: Path, cluster, clip_and_reference,  # type: ignore[no-untyped-def]
                                                       random_npz: Path) -> None:
     from typer.testing import CliRunner
@@ -243,6 +246,7 @@ def _same_timing_clips(folder: Path) -> tuple[Path, Path]:
     return one, other
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("output", ["absolute", "relative"])
 def test_a_relative_input_on_the_cluster_is_the_coordinators_file(tmp_path: Path, cluster, random_npz: Path,  # type: ignore[no-untyped-def]
                                                                    monkeypatch: pytest.MonkeyPatch,
@@ -348,6 +352,7 @@ def _ours(cluster) -> int:  # type: ignore[no-untyped-def]
     return sum(1 for k in keys if str(k).startswith("srgpu-"))
 
 
+@pytest.mark.slow
 def test_a_lost_worker_costs_only_the_chunk_it_was_making(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
     """A worker killed (SIGKILL) after it made chunks, while it makes another: no verified chunk is
     made again or rewritten, the output is the reference, and no task is left once srgpu is done."""
@@ -391,6 +396,7 @@ def test_a_lost_worker_costs_only_the_chunk_it_was_making(tmp_path: Path, cluste
     cluster.wait_for_workers(2, timeout=60)
 
 
+@pytest.mark.slow
 def test_no_task_writes_after_a_run_stops(tmp_path: Path, cluster, clip_and_reference) -> None:  # type: ignore[no-untyped-def]
     """A run stopped (Ctrl-C) while the cluster makes its chunks: once upscale_chunked has raised,
     every task is cancelled or ended (nothing more is written), and a rerun resumes to the

@@ -76,6 +76,7 @@ def no_workers_left() -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_resume_after_the_parent_is_killed(tmp_path: Path, clip: Path, model_file: Path) -> None:
     """SIGKILL of the whole run at random points (after a random number of chunks, plus a random
     part of the next), then the same command again: the chunks it had verified are kept, the rest
@@ -115,6 +116,7 @@ def test_resume_after_the_parent_is_killed(tmp_path: Path, clip: Path, model_fil
     assert no_workers_left()
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_chunk_is_replaced(tmp_path: Path, clip: Path) -> None:
     """SIGKILL of a worker process at random points: its chunk is given to a new worker, frames it
     had counted are taken back, and the output is the uninterrupted run's."""
@@ -208,6 +210,7 @@ class _Recording(InProcess):
         super().run(tasks, on_frames, on_result)
 
 
+@pytest.mark.slow
 def test_damaged_chunks_on_disk_are_redone(tmp_path: Path, clip: Path) -> None:
     engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
     reference = tmp_path / "reference.mp4"
@@ -239,6 +242,7 @@ def test_damaged_chunks_on_disk_are_redone(tmp_path: Path, clip: Path) -> None:
     assert not work.exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_changed_source_or_other_settings_start_over(tmp_path: Path, clip: Path) -> None:
     engine = BicubicEngine(random_model("9-1-5", seed=3), 2)
     src = tmp_path / "src.mp4"
@@ -338,6 +342,7 @@ def test_worker_plans() -> None:
     assert shown  # (imported for the shared helpers' sake)
 
 
+@pytest.mark.slow
 def test_sigterm_ends_every_worker_and_leaves_the_chunks(tmp_path: Path, clip: Path, model_file: Path) -> None:
     """SIGTERM (as Ctrl-C) while chunks are being made: exit status 143, one line, every worker and
     ffmpeg child ended, no temporary left in the output's folder or the work folder; the verified
@@ -388,6 +393,7 @@ def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -
     assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path, clip: Path) -> None:
     """One worker: each chunk after the first is sent once the one before has processed its last
     frame (the engine is free) and before that one's result comes back (its encoder drained, its

@@ -156,6 +156,7 @@ def test_eval_json_schema(tmp_path, make_image):
             assert report["mean"][method][metric] == pytest.approx(mean)
 
 
+@pytest.mark.slow
 def test_eval_set5_table_and_json(shared_data, reference_mat):
     set5 = shared_data / "eval" / "Set5"
     r = srgpu("eval", set5, "--scale", 3, "--model", reference_mat("9-1-5", 3), "--json")

@@ -70,6 +70,7 @@ def test_imresize_regions_are_imresize_regions(in_shape, out_shape, rng):
             assert_identical(np.block(blocks), whole)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 @pytest.mark.parametrize("scale", [2, 3, 4])
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
@@ -90,6 +91,7 @@ def test_srcnn_tiles_bit_identical(arch, scale, dtype, rng, poisoned):
                 assert_identical(engine.srcnn_plane(plane, out_shape, MAX[dtype]), expect)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 def test_srcnn_tiles_bit_identical_at_real_widths(arch, rng, poisoned):
     """Where BLAS and OpenCV's vector loops show (a GEMM's rounding depends on its shape and a
@@ -157,6 +159,7 @@ def test_tile_follows_budget_not_width(arch, threads):
     assert engine.tile_plan((100, 500)) == (100, 1, plan.chunk)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 def test_peak_memory_within_budget_whatever_the_width(arch, rng):
     """Traced peak of a whole srcnn_plane call, less the plane's own input and output arrays,

@@ -120,6 +120,7 @@ def test_probe_sees_the_sources_interlaced(sources: dict[str, Path]) -> None:
 # ---------------------------------------------------------------- upscaled, each mode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SOURCES))
 @pytest.mark.parametrize("mode", ["auto", "frame", "field", "no"])
 def test_interlaced_sources_each_mode(tmp_path: Path, sources: dict[str, Path], engine: CPUEngine, name: str,

@@ -12,6 +12,7 @@ from srgpu.images.files import ImageFileError
 from srgpu.model import load_mat, random_model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["9-1-5", "9-5-5"])
 @pytest.mark.parametrize("scale", [2, 3, 4])
 def test_set5_reproduces_published_numbers(shared_data, reference_mat, arch, scale):

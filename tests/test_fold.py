@@ -17,6 +17,7 @@ def _conv1(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(0, 0.1, (64, 1, 9, 9)), rng.normal(0, 0.1, 64)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [2, 3, 4])
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for h, w in SIZES])
 def test_folded_conv1_equals_conv1_on_the_upscale(size: tuple[int, int], scale: int) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from srgpu import cli
@@ -62,6 +63,7 @@ def test_bench_folder_table_and_bad_input(tmp_path, random_npz, make_image) -> N
     assert r.exit_code == 1 and "--jobs 0" in r.stderr
 
 
+@pytest.mark.slow
 def test_the_folder_generator_makes_photo_sized_images(tmp_path) -> None:
     script = ROOT / "scripts" / "benchmarks" / "make_image_folders.py"
     done = subprocess.run([sys.executable, str(script), "--out", str(tmp_path), "--only", "small"],

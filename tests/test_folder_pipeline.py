@@ -80,6 +80,7 @@ class _Concurrency:
                 self.now -= 1
 
 
+@pytest.mark.slow
 def test_readers_and_writers_work_at_once(tmp_path, cpu_engine, make_image, monkeypatch):
     """With --jobs 4, four decodes and four encodes run at the same time (the codecs release the
     GIL; here each call also sleeps, so that they overlap whatever the machine's load)."""

@@ -74,6 +74,7 @@ def statuses(result: BatchResult) -> dict[str, str]:
     return {o.job.src.name: o.status for o in result.outcomes}
 
 
+@pytest.mark.slow
 def test_two_workers_give_the_in_process_outputs(folder: Path, reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     plan = plan_batch(folder, out)
@@ -198,6 +199,7 @@ def test_when_a_folder_uses_workers(folder: Path, tmp_path: Path) -> None:
     assert not use_workers(single, 4, explicit=True, cluster=True)
 
 
+@pytest.mark.slow
 def test_the_command_line_runs_a_folder_on_workers_and_resumes(folder: Path, reference: Path, tmp_path: Path,
                                                                random_npz: Path) -> None:
     from typer.testing import CliRunner
@@ -221,6 +223,7 @@ def test_the_command_line_runs_a_folder_on_workers_and_resumes(folder: Path, ref
     assert len(shown(out / "v1.mp4")) == VIDEOS["v1.mp4"]
 
 
+@pytest.mark.slow
 def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     from srgpu.batch.cluster import DaskRunner

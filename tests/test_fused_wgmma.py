@@ -70,6 +70,7 @@ def test_wg_weight_layout() -> None:
     np.testing.assert_array_equal(packed[:n2], wg_conv2_words(model.arrays(np.float32)["conv2_weight"]))
 
 
+@pytest.mark.slow
 def test_wg_tiles_build_for_sm90a(nvrtc) -> None:
     """NVRTC builds the wg tiles for sm_90a with HGMMA and without serialised warpgroup MMAs (the
     spill and register checks: dev/tests/test_fused_variants.py)."""

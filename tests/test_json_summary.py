@@ -85,6 +85,7 @@ def test_one_image_and_stdout_holds_only_the_object(shared_data: Path, tmp_path:
     assert summary["totals"] == {**summary["totals"], "inputs": 1, "written": 1, "failed": 0, "frames": 1}
 
 
+@pytest.mark.slow
 @needs_video
 def test_a_video(shared_data: Path, tmp_path: Path, random_npz: Path) -> None:
     """A real 10-bit H.264 clip: the encoder as chosen (pixel format, the CRF given), and the frame

@@ -87,6 +87,7 @@ def _layerwise_names(every: bool) -> list[str]:
     return sorted(names)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cc", list(SHARED_OPTIN))
 def test_offered_kernels_compile_for_each_architecture(nvrtc, cc: str) -> None:
     arch = cc.replace(".", "")

@@ -35,12 +35,14 @@ def test_bicubic_and_quantize_kernels_compile(nvrtc) -> None:
     compile_all(nvrtc, quantize.SOURCE, quantize.all_kernel_names(), 75)
 
 
+@pytest.mark.slow
 def test_every_layerwise_conv_candidate_compiles(nvrtc) -> None:
     names = sorted({cfg.kernel_name(layer) for arch in ARCHS for layer in conv.srcnn_layers(random_model(arch))
                     for cfg in conv.candidates(layer)})
     compile_all(nvrtc, conv.SOURCE, names, 75)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precisions, source, arch", [(("fp32",), "fused_fp32.cu", 75),
                                                        (("fp16", "fp16-fast"), "fused_tc.cu", 80)])
 def test_every_fused_candidate_compiles(nvrtc, precisions: tuple[str, ...], source: str, arch: int) -> None:

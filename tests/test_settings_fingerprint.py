@@ -156,6 +156,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
                      out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
 
 
+@pytest.mark.slow
 def test_a_work_folder_made_by_the_previous_srgpu_keeps_its_chunks(tmp_path: Path, clip: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks made and recorded by the previous srgpu (its job.json and certificates, from its own

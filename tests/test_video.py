@@ -448,6 +448,7 @@ def test_odd_output_padded_for_x264(tmp_path: Path, engine3: CPUEngine) -> None:
 # ---------------------------------------------------------------- the shared clips
 
 
+@pytest.mark.slow
 def test_10bit_stays_10bit(tmp_path: Path, video_dir: Path, engine2: CPUEngine) -> None:
     src = video_dir / "h264_10bit_200x200.mp4"
     dst = tmp_path / "ten.mp4"
@@ -475,6 +476,7 @@ def test_10bit_stays_10bit(tmp_path: Path, video_dir: Path, engine2: CPUEngine) 
     assert "Main 10" in stream_lines(dst265, "Video")[0] and "yuv420p10le" in stream_lines(dst265, "Video")[0]
 
 
+@pytest.mark.slow
 def test_fire_vfr_rotation_audio(tmp_path: Path, video_dir: Path, bicubic2: BicubicEngine) -> None:
     """The VFR, rotated phone clip: every frame keeps its own timestamp and duration, the
     -180 degree display matrix is kept, the AAC audio is bit-identical with the same times."""
@@ -495,6 +497,7 @@ def test_fire_vfr_rotation_audio(tmp_path: Path, video_dir: Path, bicubic2: Bicu
     assert "location" in text and "2017-01-05T18:32:43" in text  # global and stream metadata
 
 
+@pytest.mark.slow
 def test_nasa_streams_and_second_video(tmp_path: Path, video_dir: Path, engine2: CPUEngine) -> None:
     """Policy: the default video stream is upscaled; the second video stream, both audio tracks
     and both subtitle tracks are copied unchanged, in their order, bit-identical."""

@@ -165,6 +165,7 @@ def _rate_and_durations(path: Path) -> tuple[str, list]:
     return rate.group(0), sorted((p[0], p[1]) for p in packets(path, "v:0"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", ["24000/1001", "24", "vfr"])
 def test_a_chunked_mkv_has_the_single_pipelines_rate_and_durations(tmp_path: Path, engine: BicubicEngine,
                                                                    rate: str) -> None:

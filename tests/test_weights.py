@@ -33,6 +33,7 @@ def test_builtin_models_are_installed() -> None:
     assert {("9-1-5", s) for s in (2, 3, 4)} | {("9-5-5", s) for s in (2, 3, 4)} <= found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(recorded()))
 def test_shipped_model_reproduces_recorded_set5(name: str, shared_data: Path) -> None:
     scale, bicubic, expected = recorded()[name]

@@ -184,6 +184,7 @@ def test_speed_quality_plot_draws_the_points(tmp_path) -> None:
     assert coloured.sum() > 3 * 50  # three filled markers
 
 
+@pytest.mark.slow
 def test_every_binary_kernel_compiles(nvrtc) -> None:
     """The packers and every candidate x epilogue of the binarized layers (binary.cu)."""
     compile_all(nvrtc, binary.SOURCE, binary.all_kernel_names(), 75)

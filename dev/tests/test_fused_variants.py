@@ -152,6 +152,7 @@ _USED = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cfg,f2", new_configs(), ids=lambda v: v.label if isinstance(v, fused.FusedConfig) else str(v))
 def test_new_tiles_compile_for_sm90_without_spills(nvrtc, cfg: fused.FusedConfig, f2: int) -> None:
     name = cfg.kernel_name(f2)

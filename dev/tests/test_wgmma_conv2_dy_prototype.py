@@ -23,6 +23,7 @@ def test_dy_prototype_shared_size() -> None:
 
 
 # conv2 alone (dy_conv2, dy_conv2s) and with the rest of the consumer (dz_conv23s, wgmma_conv23_dy.py)
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [wd.kernel_name(8, 2, 6, 2), wd.kernel_name(48, 2, 2, 2, 1),
                                   wz.kernel_name(48, 2, 2, 2, 10), wz.kernel_name(12, 2, 2, 4, 10)])
 def test_dy_prototypes_build_for_sm90a(nvrtc, name) -> None:
