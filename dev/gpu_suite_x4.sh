@@ -8,11 +8,11 @@ g() { echo $(( $1 % n )); }
 run() { local gpus=$1 name=$2; shift 2
   CUDA_VISIBLE_DEVICES=$gpus timeout $limit python3 -m pytest -q -m gpu -rs -p no:cacheprovider "$@" > $OUT/gpu_$name.log 2>&1
   echo "$name rc=$? $(tail -1 $OUT/gpu_$name.log)"; }
-V="tests/test_gpu_nvdec.py tests/test_video.py tests/test_handover.py tests/test_hwdecode.py tests/test_chunks.py tests/test_video_abuse.py"
-K="tests/test_gpu_fused.py tests/test_gpu_kernels.py"
+V="tests/video/test_gpu_nvdec.py tests/video/test_video.py tests/video/test_handover.py tests/video/test_hwdecode.py tests/video/test_chunks.py tests/video/test_video_abuse.py"
+K="tests/kernels/test_gpu_fused.py tests/kernels/test_gpu_kernels.py"
 ignore=$(for f in $V $K; do printf -- "--ignore=%s " $f; done)
-run $(g 0) fused tests/test_gpu_fused.py &
-run $(g 1) kernels tests/test_gpu_kernels.py dev/tests/test_gpu_binary.py &
+run $(g 0) fused tests/kernels/test_gpu_fused.py &
+run $(g 1) kernels tests/kernels/test_gpu_kernels.py dev/tests/test_gpu_binary.py &
 run $(g 2) video $V &
 run "$(g 3),$(g 2)" rest tests $ignore &
 wait

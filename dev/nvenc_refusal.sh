@@ -11,4 +11,4 @@ for codec in h264_nvenc hevc_nvenc av1_nvenc; do
 done
 python3 -m srgpu upscale "$clip" -o "$out" --codec hevc_nvenc --workers 2 --chunk-seconds 2; echo "chunked rc=$?"
 ls -a "$(dirname "$out")" | grep -v '^\.\.\?$' || echo "nothing written"
-python3 -m pytest tests/test_gpu_nvenc.py -q -rs
+python3 -m pytest tests/video/test_gpu_nvenc.py -q -rs

@@ -5,7 +5,7 @@ set -u
 out=${OUT:-/tmp/two}; mkdir -p "$out"
 source .ffmpeg9/setup.sh > /dev/null 2>&1
 nvidia-smi -L > "$out/gpus.txt"
-python3 -m pytest -q -p no:cacheprovider tests/test_chunks_gpu.py -k "two_gpus or share_one" > "$out/tests.txt" 2>&1
+python3 -m pytest -q -p no:cacheprovider tests/video/test_chunks_gpu.py -k "two_gpus or share_one" > "$out/tests.txt" 2>&1
 ( while true; do nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader; sleep 1; done ) > "$out/smi.txt" 2>&1 &
 smi=$!
 { time python3 -m srgpu upscale shared/data/video/smpte_1080p25_h264_aac.mp4 -o /tmp/two.mkv --gpus 0,1 --workers 2 --chunk-seconds 2 --overwrite; } > "$out/cli_video.txt" 2>&1

@@ -12,7 +12,7 @@ from dev.binary.kernels import BinaryConfig, BinaryLayer, Epilogue
 from srgpu.kernels.launch import H100_LIMITS, validate_launch
 from srgpu.reference import conv_multi
 
-from conftest import compile_all  # the checkout's root conftest (tests/test_kernel_compile.py's harness)
+from conftest import compile_all  # the checkout's root conftest (tests/kernels/test_kernel_compile.py's harness)
 
 
 def signs(x: np.ndarray, threshold: np.ndarray | float) -> np.ndarray:

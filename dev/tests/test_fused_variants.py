@@ -3,7 +3,7 @@ __launch_bounds__) and SPART (a streamed conv2's tap rows in parts through two c
 default to the kernels as they were; every NOT_OFFERED tile fits the shared memory of the blocks per
 SM it is built for; smem.py and pack.py agree with the kernel's own TcCfg (NVRTC evaluates
 static_asserts against it: a disagreement fails to compile); and ptxas (sm_90) reports no spills and
-registers that leave room for MINB blocks. The GPU tests (tests/test_gpu_fused.py) run the same tiles
+registers that leave room for MINB blocks. The GPU tests (tests/kernels/test_gpu_fused.py) run the same tiles
 against the NumPy reference."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from srgpu.model import random_model
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # dev/ lies beside the package, not in it
 from dev.cuda.fused_not_offered import NOT_OFFERED, not_offered_configs  # noqa: E402
 
-from conftest import compile_all  # noqa: E402  (shared with tests/test_kernel_compile.py)
+from conftest import compile_all  # noqa: E402  (shared with tests/kernels/test_kernel_compile.py)
 
 OPTIN = 227 * 1024  # shared memory a block may opt into (H100 / H200)
 PER_SM = 228 * 1024  # shared memory per SM; each resident block also reserves 1 KiB
@@ -70,7 +70,7 @@ def test_variant_parameters_are_checked() -> None:
 
 
 def test_every_not_offered_tile_compiles(nvrtc) -> None:
-    """tests/test_kernel_compile.py's check for the tiles built but not offered: with the NVRTC a pip install brings,
+    """tests/kernels/test_kernel_compile.py's check for the tiles built but not offered: with the NVRTC a pip install brings,
     for the oldest architecture each kernel runs on (FFMA 7.5, mma.sync 8.0; warpgroup MMA: sm_90a)."""
     cfgs = [(cfg, f2) for p in fused.ARITHMETICS for f2 in (1, 3, 5) for cfg in not_offered_configs(p, f2)]
     assert cfgs
@@ -84,7 +84,7 @@ def test_every_not_offered_tile_compiles(nvrtc) -> None:
 
 def test_not_offered_streamed_tiles_fit_and_stay_out_of_the_offer() -> None:
     """The streamed-conv2 tiles built but not offered (slower than the alternatives) fit a 227 KiB block, are named as
-    the offered streamed tiles are (tests/test_fused_fold_tables.py), and the tuner does not offer them."""
+    the offered streamed tiles are (tests/kernels/test_fused_fold_tables.py), and the tuner does not offer them."""
     for (precision, f2), tiles in NOT_OFFERED.items():
         for cfg in not_offered_configs(precision, f2):
             if cfg.stream:  # STREAM, then MINB and SPART where they differ from the defaults
@@ -138,7 +138,7 @@ def test_host_layout_agrees_with_the_kernels_tccfg(nvrtc) -> None:
     runner checks the same against the device's layout kernel at construction)."""
     checks = []
     for cfg, f2 in all_configs():
-        if cfg.kernel != "tc" or cfg.rows:  # the row-streamed tile's RowsCfg: tests/test_fused_rows.py
+        if cfg.kernel != "tc" or cfg.rows:  # the row-streamed tile's RowsCfg: tests/kernels/test_fused_rows.py
             continue
         words = fused.pack_tc(random_model({1: "9-1-5", 3: "9-3-5", 5: "9-5-5"}[f2], seed=1), cfg.split, cfg.fold,
                               cfg.wg)[0]

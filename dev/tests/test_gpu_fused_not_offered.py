@@ -1,4 +1,4 @@
-"""tests/test_gpu_fused.py's checks on the fused tiles built but not offered (dev/cuda/fused_not_offered.py), which
+"""tests/kernels/test_gpu_fused.py's checks on the fused tiles built but not offered (dev/cuda/fused_not_offered.py), which
 the product's GPU tests leave out since issue 41 (pytest -m gpu; skipped where no GPU is usable): the streamed-conv2,
 wgmma-conv2, wgmma-fold, row-streamed and warp-specialised tiles, the fold path, and every other such tile on a frame
 of several tiles with all four borders. The checks are the product test's own functions, given these tiles."""
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.gpu
 
 
 def _product_checks():
-    """tests/test_gpu_fused.py loaded as a module of its own name (tests/ is no package), for its check_* functions
+    """tests/kernels/test_gpu_fused.py loaded as a module of its own name (tests/ is no package), for its check_* functions
     (its test_* functions are not collected from here)."""
-    spec = importlib.util.spec_from_file_location("gpu_fused_checks", ROOT / "tests" / "test_gpu_fused.py")
+    spec = importlib.util.spec_from_file_location("gpu_fused_checks", ROOT / "tests" / "kernels" / "test_gpu_fused.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -129,7 +129,7 @@ def _make_engine(device: str, model: SRCNNModel, scale: int, quiet: bool, precis
 
 
 _describe_engine = describe_engine
-_folder_encoder = folder_encoder  # (tests/test_folder_workers.py names it here)
+_folder_encoder = folder_encoder  # (tests/batch/test_folder_workers.py names it here)
 
 
 class _Shown(Callbacks):

@@ -6,7 +6,7 @@ start again there) the rows of MCUs are independent, so strips of whole MCU rows
 once, each by its own OpenCV call on a thread (OpenCV releases the GIL), and their entropy-coded
 data joined under the first strip's headers, the restart markers renumbered, the frame's height set
 to the whole image's. The result is the file ``cv2.imencode`` makes of the whole image with the same
-parameters (tests/test_jpegstrips.py checks the bytes); the encoder's choices (sampling, tables)
+parameters (tests/images/test_jpegstrips.py checks the bytes); the encoder's choices (sampling, tables)
 are read back from every strip's headers and anything unexpected falls back to one call.
 """
 

@@ -7,7 +7,7 @@ compressed at once, each on a thread (numpy and zlib release the GIL), each stri
 chunk with its own CRC; the stream's one zlib header goes first and its Adler-32, combined from
 the strips' own, last. The settings are OpenCV's default ones (zlib level 1, run-length strategy,
 the Sub filter on every row), so the file is about as large as OpenCV's; the samples are the same
-(tests/test_pngstrips.py decodes them back with OpenCV, and zlib checks the whole stream).
+(tests/images/test_pngstrips.py decodes them back with OpenCV, and zlib checks the whole stream).
 Explicit compression levels keep OpenCV's encoder (libpng's adaptive filters).
 """
 

@@ -59,7 +59,7 @@ _DECODER_EVENT = re.compile(rf"{_CORRUPT}|\bdecoder -> pts:(-?\d+|NOPTS) pts_tim
 
 # where decoding starts at a keyframe after the stream's start, x264's open-GOP I-frames (and
 # others) release reference frames of the GOP before, which the decoder never saw: it says so at
-# error level and decodes every later frame exactly as from the start (tests/test_chunks.py)
+# error level and decodes every later frame exactly as from the start (tests/video/test_chunks.py)
 _BENIGN_AFTER_SEEK = "mmco: unref short failure"
 
 

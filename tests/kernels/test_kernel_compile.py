@@ -13,7 +13,7 @@ import pytest
 from srgpu.kernels import bicubic, colour, conv, fused, quantize
 from srgpu.model import random_model
 
-from conftest import compile_all  # (shared with dev/tests/ and tests/test_kernel_archs.py)
+from conftest import compile_all  # (shared with dev/tests/ and tests/kernels/test_kernel_archs.py)
 
 ARCHS = ("9-1-5", "9-3-5", "9-5-5")  # the shipped models and the authors' 9-3-5
 

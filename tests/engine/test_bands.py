@@ -99,7 +99,7 @@ def test_halo_rows_covers_the_network_and_the_bicubic_support() -> None:
     assert halo_rows(0, 2) == 3 and halo_rows(6, 2) == 6 and halo_rows(7, 2) == 7 and halo_rows(8, 3) == 6
 
 
-# the GPU engine's strips (moved from tests/test_gpu_plan.py, where they tested srgpu.engine.gpu.strips)
+# the GPU engine's strips (moved from tests/engine/test_gpu_plan.py, where they tested srgpu.engine.gpu.strips)
 
 
 @pytest.mark.parametrize("H, rows, halo", [(100, 100, 8), (100, 1000, 8), (100, 40, 8), (101, 17, 8), (33, 19, 9)])

@@ -16,7 +16,7 @@ from srgpu.video.ffmpeg import ffmpeg_exe
 from test_video import make_clip
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def nvenc_here(codec: str = "h264_nvenc") -> bool:

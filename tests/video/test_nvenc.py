@@ -4,7 +4,7 @@ every argument srgpu builds passes ffmpeg's own option parsing (the real ffmpeg,
 applies an encoder's options before it loads the driver: an invalid value is refused then, a valid
 set gets as far as loading NVENC). On this machine, which has no NVIDIA driver, the trial encode
 fails loading it: srgpu says so in one line, exits 1 and writes nothing. The GPU machine's case
-(a GPU without NVENC: H100, H200) is tests/test_gpu_nvenc.py."""
+(a GPU without NVENC: H100, H200) is tests/video/test_gpu_nvenc.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from srgpu.video.formats import LAYOUTS
 from srgpu.batch.pool import default_workers
 from test_video import make_clip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # (suffix, encoder) that the containers hold: the bitstreams of libx264, libx265 and libsvtav1
 HELD = [(s, c) for s in (".mp4", ".m4v", ".mkv") for c in sorted(nvenc.NVENC_ENCODERS)] + \
        [(".mov", "h264_nvenc"), (".mov", "hevc_nvenc"), (".webm", "av1_nvenc")]
@@ -36,7 +36,7 @@ def _has_driver() -> bool:
     return True
 
 
-no_driver = pytest.mark.skipif(_has_driver(), reason="an NVIDIA driver is here: tests/test_gpu_nvenc.py covers it")
+no_driver = pytest.mark.skipif(_has_driver(), reason="an NVIDIA driver is here: tests/video/test_gpu_nvenc.py covers it")
 
 
 @pytest.fixture(scope="module")

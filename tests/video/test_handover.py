@@ -1,5 +1,5 @@
 """Decoding that hands over from the software decoder to a cheaper one (NVDEC on the GPU machine:
-tests/test_gpu_nvdec.py) once that one has given the same frames. Here the second decoder is
+tests/video/test_gpu_nvdec.py) once that one has given the same frames. Here the second decoder is
 another ffmpeg software decoder: the same one (it takes over), one told to skip the loop filter (it
 decodes differently: it must never take over), or one given an option that does not exist (it
 fails: it must never take over). Either way every frame is the software decoder's, none lost or

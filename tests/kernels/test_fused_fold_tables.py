@@ -2,7 +2,7 @@
 checked on the CPU by emulating how the kernel reads them: the LR planes as tc_load_lr fills them,
 each lane's A words as tc_chain_z_fold addresses them, the B fragments decoded by the PTX layout of
 mma.m16n8k16 (not by srgpu's packer), then acc * fscale + b1 against conv1 of the bicubic upscale
-in float64 (srgpu.kernels.fold.axis_fold, which tests/test_fold.py checks against it)."""
+in float64 (srgpu.kernels.fold.axis_fold, which tests/kernels/test_fold.py checks against it)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from srgpu.engine.gpuinfo import cuda_status
 from srgpu.images.files import read_image, write_image_atomic
 from srgpu.model import random_model, save_npz
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def srgpu(*args: object):

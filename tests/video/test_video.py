@@ -903,7 +903,7 @@ def test_ctrl_c_stops_everything(tmp_path: Path, engine2: CPUEngine) -> None:
 
 
 def test_cli_upscales_a_video_and_fails_clearly(tmp_path: Path, tiny: Path, random_npz: Path) -> None:
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     run = lambda *a: subprocess.run([sys.executable, "-m", "srgpu", "upscale", *a], capture_output=True,  # noqa: E731
                                     text=True, env=env, timeout=300)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from srgpu.cli import app
 from srgpu.images.files import read_image
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 needs_video = pytest.mark.skipif(__import__("importlib.util").util.find_spec("srgpu.video.api") is None,
                                  reason="srgpu.video is not part of this build")
 ENTRY_FIELDS = {"input", "output", "kind", "status", "reason", "frames", "output_frames", "seconds", "fps", "device",

@@ -1,7 +1,7 @@
 """The row-streamed 9-5-5 tile (fused_rows.cu, FusedConfig.rows), offline: which tiles the parameters allow, its
 names and target, the host's mirror of its shared memory and weights against RowsCfg (NVRTC static_asserts). The
 sm_90a build (no spills, warpgroup MMAs not serialised) is dev/tests/test_fused_variants.py's for every new tile; the
-GPU test is tests/test_gpu_fused.py::test_row_streamed_tiles."""
+GPU test is tests/kernels/test_gpu_fused.py::test_row_streamed_tiles."""
 
 from __future__ import annotations
 

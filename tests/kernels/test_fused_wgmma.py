@@ -1,7 +1,7 @@
 """The fused 9-5-5 tiles whose conv2 runs on Hopper's warpgroup MMA (fused_tc.cu WG, FusedConfig.wg),
 offline: which tiles the parameters allow, that they are offered on compute capability 9.0 only and
 never as the portable default, the weights' layout, and the sm_90a build (NVRTC, no GPU). The GPU
-test is tests/test_gpu_fused.py::test_wgmma_conv2_tiles."""
+test is tests/kernels/test_gpu_fused.py::test_wgmma_conv2_tiles."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def test_wg_tiles_build_for_sm90a(nvrtc) -> None:
 
 
 # --- 9-1-5: the fold blocks' three GEMMs on wgmma with A from registers (fused_tc.cu tc_wg_fold_z); GPU test:
-# tests/test_gpu_fused.py::test_wgmma_fold_tiles
+# tests/kernels/test_gpu_fused.py::test_wgmma_fold_tiles
 
 def test_wg_fold_tiles_are_offered_on_hopper_only() -> None:
     model = random_model("9-1-5", seed=3)

@@ -1,6 +1,6 @@
 """CPU-side tests of the GPU engine's pure parts (run in CI, no GPU needed): launch-configuration
 checks, the candidate lists, plans and their cache, and the NumPy references the kernels are
-held to (the tiling of a frame into strips: tests/test_bands.py)."""
+held to (the tiling of a frame into strips: tests/engine/test_bands.py)."""
 
 from __future__ import annotations
 

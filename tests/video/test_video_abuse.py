@@ -208,7 +208,7 @@ def test_the_next_run_removes_the_chunks_of_a_published_output(tmp_path: Path, r
     output is kept as it is (without --overwrite it exists, as after any finished run)."""
     import sys
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
                     out_args=("-preset", "ultrafast", "-x264-params", "keyint=4:min-keyint=4:scenecut=0"))

@@ -18,7 +18,7 @@ from srgpu import outputs
 
 from test_video import make_clip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # this checkout first, then whatever the environment adds (the GPU machine's ffmpeg, for one)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from srgpu import cli
 from srgpu.images.files import read_image, write_image_atomic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _folder(tmp_path: Path, make_image) -> Path:

@@ -26,7 +26,7 @@ from srgpu.batch.pool import EngineSpec, InProcess, LocalPool, WorkerError, plan
 from test_chunks import IDENTITY, X264_GOP, shown
 from test_video import BicubicEngine, leftovers, make_clip
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
 OPTIONS = VideoOptions(EncodeOptions(preset="medium"))
 

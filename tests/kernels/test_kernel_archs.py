@@ -14,7 +14,7 @@ Per architecture this compiles every kernel source the engine loads there, with 
 set of instantiations: the layer-wise variants' first launch shape each, and the default tile of
 every arithmetic and f2 offered there (plus the first wgmma tile on 9.0). The sources have no
 architecture-specific code besides wgmma, so the other instantiations differ in template
-parameters only, which tests/test_kernel_compile.py compiles in full at one architecture; all of
+parameters only, which tests/kernels/test_kernel_compile.py compiles in full at one architecture; all of
 them for all seven architectures takes minutes (SRGPU_COMPILE_EVERY_TILE=1 does it).
 """
 

@@ -1,6 +1,6 @@
 """Choosing the decoder: NVDEC only where it decodes exactly as the software decoder does, a
 clear error when it is asked for and cannot be had, and the software decoder otherwise. These run
-without a GPU; tests/test_gpu_nvdec.py checks NVDEC itself on the GPU machine."""
+without a GPU; tests/video/test_gpu_nvdec.py checks NVDEC itself on the GPU machine."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ NO_NVDEC = not Path("/dev/nvidiactl").exists()  # no NVIDIA driver: NVDEC cannot
 
 @pytest.fixture(scope="module")
 def h264_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # baseline profile: what libopenh264 decodes (tests/test_gpu_nvdec.py uses B-frames)
+    # baseline profile: what libopenh264 decodes (tests/video/test_gpu_nvdec.py uses B-frames)
     return make_clip(tmp_path_factory.mktemp("hw") / "src.mp4", size="96x64", frames=20, codec="libx264",
                      out_args=("-crf", "23", "-profile:v", "baseline"))
 

@@ -179,7 +179,7 @@ def test_a_bad_cluster_address_is_one_line(tmp_path: Path, address: str, random_
 def _cli_env() -> dict[str, str]:
     """The environment of an srgpu or dask process: this checkout first, quick to give up on a lost
     scheduler."""
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="3s")
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
