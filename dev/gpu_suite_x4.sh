@@ -11,7 +11,7 @@ run() { local gpus=$1 name=$2; shift 2
 V="tests/video/test_gpu_nvdec.py tests/video/test_video.py tests/video/test_handover.py tests/video/test_hwdecode.py tests/video/test_chunks.py tests/video/test_video_abuse.py"
 K="tests/kernels/test_gpu_fused.py tests/kernels/test_gpu_kernels.py"
 ignore=$(for f in $V $K; do printf -- "--ignore=%s " $f; done)
-run $(g 0) fused tests/kernels/test_gpu_fused.py &
+run $(g 0) fused tests/kernels/test_gpu_fused.py dev/tests/test_gpu_fused_not_offered.py &
 run $(g 1) kernels tests/kernels/test_gpu_kernels.py dev/tests/test_gpu_binary.py &
 run $(g 2) video $V &
 run "$(g 3),$(g 2)" rest tests $ignore &
