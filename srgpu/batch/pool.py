@@ -68,13 +68,15 @@ class EngineSpec:
         return model_identity(self.model, self.scale)
 
 
-def parse_gpus(text: str | None) -> tuple[int, ...] | None:
+def parse_gpus(text: str | None, device: str = "auto") -> tuple[int, ...] | None:
     """``--gpus``: None (not given), "all" -> every usable GPU, "0,1" -> (0, 1); EngineError for
-    anything else or a GPU that does not exist."""
+    anything else, a GPU that does not exist, or GPUs named with ``device`` "cpu"."""
     if text is None:
         return None
     from ..engine.gpuinfo import cuda_status, missing_gpu
 
+    if device == "cpu":
+        raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
     text = text.strip()
     status = cuda_status()
     if text == "all":
@@ -175,9 +177,7 @@ def plan_workers(device: str, gpus: str | None = None, workers: int | None = Non
     if workers is not None and workers < 1:
         raise EngineError(f"--workers {workers}: at least one worker")
     if gpus is not None:
-        if kind == "cpu":
-            raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
-        chosen: tuple[int, ...] = parse_gpus(gpus) or ()
+        chosen: tuple[int, ...] = parse_gpus(gpus, kind) or ()
     elif kind == "cpu":
         chosen = ()
     else:

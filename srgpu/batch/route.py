@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..engine import Engine, EngineError, GPUOptions, create_engine
+from ..engine import Engine, GPUOptions, create_engine
 from ..model import DEFAULT_ARCH, SRCNNModel, resolve_model
 from ..video.options import VideoOptions
 from .local import ImageOptions, run_batch
@@ -252,9 +252,7 @@ def _one_pipeline_device(o: UpscaleOptions, say: Say) -> str:
         return o.device
     from .pool import parse_gpus
 
-    if o.device == "cpu":
-        raise EngineError("--gpus names GPUs, but --device cpu keeps the work on the CPU")
-    gpus = parse_gpus(o.gpus) or ()
+    gpus = parse_gpus(o.gpus, o.device) or ()
     if len(gpus) > 1:
         say(f"note: one pipeline runs in this process: on cuda:{gpus[0]}, the first GPU of --gpus {o.gpus}")
     return f"cuda:{gpus[0]}"
