@@ -1,0 +1,111 @@
+"""A timeline of one srgpu command, every process of it (the coordinator, the spawned workers): with
+this folder on PYTHONPATH and SRGPU_DEV_TRACE=<folder>, each Python process appends
+"<time.time()> <pid> <event> B|E|I" lines to <folder>/<pid>.log for the functions named below,
+patched as their modules are first imported (so `from module import name` elsewhere gets the
+patched one). Read them with dev/trace_report.py. Not part of the product: nothing under srgpu/
+knows of it."""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import time
+
+_DIR = os.environ.get("SRGPU_DEV_TRACE")
+TARGETS = {
+    "srgpu.batch.route": ["upscale", "_upscale_in_chunks", "make_engine"],
+    "srgpu.video.probe": ["probe"],
+    "srgpu.video.chunks": ["scan", "chunkable", "decoder_time_base"],
+    "srgpu.video.hwdecode": ["decodes_like_software", "choose_decoder"],
+    "srgpu.video.chunked": ["plan_chunked_or_single", "join", "_upscale_chunked", "run_chunk", "_make_chunk",
+                            "_choose_plan", "check_chunk", "_check_nvenc", "file_digest", "_fsync",
+                            "check_source", "WorkFolder.open"],
+    "srgpu.batch.pool": ["LocalPool.start", "LocalPool._start", "LocalPool.close", "LocalPool._run", "_own_gpu",
+                         "EngineSpec.create"],
+    "srgpu.video.verify": ["check_frames"],
+    "srgpu.video.reader": ["Reader.start"],
+    "srgpu.video.writer": ["Writer.start", "Writer.finish"],
+    "srgpu.video.pipeline": ["run_pipeline"],
+    "srgpu.video.api": ["upscale_video"],
+    "srgpu.outputs": ["publish"],
+    "srgpu.engine.gpu": ["GPUEngine.frame_processor", "GPUEngine.plan_for"],
+}
+GENERATORS = {"srgpu.video.reader": ["Reader.frames"]}
+FIRST_CALL = {"srgpu.video.writer": ["Writer.write"]}
+
+
+def _log(event: str, kind: str) -> None:
+    with open(os.path.join(_DIR, f"{os.getpid()}.log"), "a") as f:  # type: ignore[arg-type]
+        f.write(f"{time.time():.4f} {os.getpid()} {event} {kind}\n")
+
+
+def _wrap(name: str, fn):  # type: ignore[no-untyped-def]
+    @functools.wraps(fn)
+    def traced(*a, **k):  # type: ignore[no-untyped-def]
+        _log(name, "B")
+        try:
+            return fn(*a, **k)
+        finally:
+            _log(name, "E")
+    return traced
+
+
+def _wrap_gen(name: str, fn):  # type: ignore[no-untyped-def]
+    @functools.wraps(fn)
+    def traced(*a, **k):  # type: ignore[no-untyped-def]
+        _log(name, "B")
+        first = True
+        for item in fn(*a, **k):
+            if first:
+                _log(name + ".first", "I")
+                first = False
+            yield item
+        _log(name, "E")
+    return traced
+
+
+def _wrap_first(name: str, fn):  # type: ignore[no-untyped-def]
+    seen: set[int] = set()
+
+    @functools.wraps(fn)
+    def traced(self, *a, **k):  # type: ignore[no-untyped-def]
+        if id(self) not in seen:
+            seen.add(id(self))
+            _log(name + ".first", "I")
+        return fn(self, *a, **k)
+    return traced
+
+
+def _patch(module) -> None:  # type: ignore[no-untyped-def]
+    for table, wrap in ((TARGETS, _wrap), (GENERATORS, _wrap_gen), (FIRST_CALL, _wrap_first)):
+        for qual in table.get(module.__name__, []):
+            owner, attr = module, qual
+            if "." in qual:
+                cls, attr = qual.split(".")
+                owner = getattr(module, cls)
+            setattr(owner, attr, wrap(f"{module.__name__.split('.')[-1]}.{qual}", getattr(owner, attr)))
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname not in TARGETS and fullname not in GENERATORS and fullname not in FIRST_CALL:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):  # type: ignore[no-untyped-def]
+            run(module)
+            _patch(module)
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+if _DIR:
+    os.makedirs(_DIR, exist_ok=True)
+    _log("python " + " ".join(sys.argv[:1] or ["?"]), "I")
+    sys.meta_path.insert(0, _Finder())
