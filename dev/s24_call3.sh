@@ -13,7 +13,7 @@ print(default_source(Path('$W'), 150))")
 ffmpeg -v error -y -i $SRC -t 2 -c copy $W/warm.mkv && python3 -m srgpu upscale $W/warm.mkv -o $W/warm-out.mkv --overwrite --gpus 0 --chunk-seconds 0 > /dev/null 2>&1
 traced() { local name=$1; shift
   local t0=$(date +%s.%N)
-  SRGPU_DEV_TRACE=$W/tr_$name PYTHONPATH=dev/trace_site:/tmp/site:$PWD timeout 100 python3 -m srgpu upscale $SRC -o $W/$name.mkv --overwrite "$@" > $OUT/r/$name.log 2>&1
+  SRGPU_DEV_TRACE=$W/tr_$name PYTHONPATH=dev/trace_site:/tmp/site:$PWD timeout 100 python3 -m srgpu upscale $SRC -o $W/$name.mkv --overwrite --codec libx264 "$@" > $OUT/r/$name.log 2>&1
   echo "$name rc=$? wall $(python3 -c "print(round($(date +%s.%N)-$t0,2))") s $(tail -1 $OUT/r/$name.log)" | tee -a $OUT/r/traced.txt
   python3 dev/trace_report.py $W/tr_$name > $OUT/r/trace_$name.txt; rm -f $W/$name.mkv; }
 traced all_veryfast --gpus all --preset veryfast --crf 18
