@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24, third device call (nvidia-h200-x4): where srgpu's start and single pipeline lose time
+# Session 24, third device call (run on nvidia-h200-x2: x4 withdrawn): where srgpu's start and single pipeline lose time
 # (dev/trace_site timelines of srgpuall and srgpu1 at veryfast, srgpu1 at ultrafast, 150 s source), two
 # srgpuall variants (x264's own thread count; 2 workers a GPU), and what SR frames cost each encoder.
 source .ffmpeg9/setup.sh
@@ -20,7 +20,7 @@ traced all_veryfast --gpus all --preset veryfast --crf 18
 traced one_veryfast --gpus 0 --chunk-seconds 0 --preset veryfast --crf 18
 traced one_ultrafast --gpus 0 --chunk-seconds 0 --preset ultrafast --crf 18
 B="scripts/benchmarks/bench_bighost.py --work $W --source $SRC --no-warmup"
-timeout 70 python3 $B --rows srgpuall-w8 --json $OUT/r/w8.json > $OUT/r/w8.out 2>&1; echo "w8 rc=$?"
+timeout 70 python3 $B --rows srgpuall-w4 --json $OUT/r/w8.json > $OUT/r/w8.out 2>&1; echo "w8 rc=$?"
 timeout 70 python3 $B --rows srgpuall --srgpu-arg=--encoder-arg=-threads --srgpu-arg=--encoder-arg=0 --json $OUT/r/threads0.json > $OUT/r/threads0.out 2>&1; echo "threads0 rc=$?"
 timeout 200 python3 scripts/benchmarks/bench_encoder_cost.py --source $SRC --seconds 10 --json $OUT/r/encoder_cost.json > $OUT/r/encoder_cost.out 2>&1; echo "encoder cost rc=$?"
 grep -h '"row"' $OUT/r/w8.out $OUT/r/threads0.out | cut -c1-250
