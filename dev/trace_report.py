@@ -19,7 +19,8 @@ def main() -> None:
     events = []
     for f in a.folder.glob("*.log"):
         for ln in f.read_text().splitlines():
-            t, pid, name, kind = ln.split(" ", 3)
+            t, pid, rest = ln.split(" ", 2)
+            name, kind = rest.rsplit(" ", 1)
             events.append((float(t), int(pid), name, kind))
     events.sort()
     t0 = events[0][0]
@@ -27,7 +28,15 @@ def main() -> None:
     label = {p: f"p{i}" for i, p in enumerate(pids)}
     open_: dict[tuple[int, str], list[float]] = {}
     rows = []
+    cpu: dict[tuple[str, str], list[float]] = {}
     for t, pid, name, kind in events:
+        if name.startswith("thread-cpu "):  # "thread-cpu NAME SECONDS [process SECONDS]"
+            words = name.split()
+            thread = words[1].rstrip("0123456789_")  # a pool's threads together
+            cpu.setdefault((label[pid], thread), []).append(float(words[2]))
+            if "process" in words:
+                cpu.setdefault((label[pid], "(whole process)"), []).append(float(words[-1]))
+            continue
         if kind == "B":
             open_.setdefault((pid, name), []).append(t)
         elif kind == "E":
@@ -40,6 +49,9 @@ def main() -> None:
             continue
         lasting = f"{span:7.3f} s" if span is not None else "        "
         print(f"{t - t0:8.3f}  {label[pid]:>4}  {lasting}  {name}")
+    print("\nCPU seconds by thread (threads of one name summed; count)")
+    for (who, thread), seconds in sorted(cpu.items()):
+        print(f"  {who:>4}  {thread:32s} {sum(seconds):9.3f}  ({len(seconds)})")
 
 
 if __name__ == "__main__":

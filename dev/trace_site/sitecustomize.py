@@ -16,14 +16,20 @@ import time
 
 _DIR = os.environ.get("SRGPU_DEV_TRACE")
 TARGETS = {
-    "srgpu.batch.route": ["upscale", "_upscale_in_chunks", "make_engine"],
+    "srgpu.batch.route": ["upscale", "_upscale_in_chunks", "make_engine", "_forget_finished_chunks",
+                          "_one_pipeline_device"],
+    "srgpu.batch.plan": ["plan_batch"],
+    "srgpu.model": ["resolve_model"],
+    "srgpu.engine.gpuinfo": ["cuda_status", "nvml_free_memory"],
+    "srgpu.kernels.bicubic": ["Bicubic.__init__"],
+    "srgpu.kernels.quantize": ["Quantize.__init__"],
     "srgpu.video.probe": ["probe"],
     "srgpu.video.chunks": ["scan", "chunkable", "decoder_time_base"],
     "srgpu.video.hwdecode": ["decodes_like_software", "choose_decoder"],
     "srgpu.video.chunked": ["plan_chunked_or_single", "join", "_upscale_chunked", "run_chunk", "_make_chunk",
                             "_choose_plan", "check_chunk", "_check_nvenc", "file_digest", "_fsync",
                             "check_source", "WorkFolder.open"],
-    "srgpu.batch.pool": ["LocalPool.start", "LocalPool._start", "LocalPool.close", "LocalPool._run", "_own_gpu",
+    "srgpu.batch.pool": ["plan_workers", "workers_that_fit", "LocalPool.start", "LocalPool._start", "LocalPool.close", "LocalPool._run", "_own_gpu",
                          "EngineSpec.create"],
     "srgpu.video.verify": ["check_frames"],
     "srgpu.video.reader": ["Reader.start"],
@@ -31,7 +37,7 @@ TARGETS = {
     "srgpu.video.pipeline": ["run_pipeline"],
     "srgpu.video.api": ["upscale_video"],
     "srgpu.outputs": ["publish"],
-    "srgpu.engine.gpu": ["GPUEngine.frame_processor", "GPUEngine.plan_for"],
+    "srgpu.engine.gpu": ["GPUEngine.__init__", "GPUEngine.frame_processor"],
 }
 GENERATORS = {"srgpu.video.reader": ["Reader.frames"]}
 FIRST_CALL = {"srgpu.video.writer": ["Writer.write"]}
@@ -105,7 +111,24 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _thread_cpu() -> None:
+    """Each thread's own CPU seconds (user + system), logged as it ends: where a process's CPU goes."""
+    import atexit
+    import threading
+
+    run = threading.Thread.run
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        try:
+            run(self)
+        finally:
+            _log(f"thread-cpu {self.name} {time.thread_time():.3f}", "I")
+    threading.Thread.run = counted  # type: ignore[method-assign]
+    atexit.register(lambda: _log(f"thread-cpu main {time.thread_time():.3f} process {time.process_time():.3f}", "I"))
+
+
 if _DIR:
     os.makedirs(_DIR, exist_ok=True)
+    _thread_cpu()
     _log("python " + " ".join(sys.argv[:1] or ["?"]), "I")
     sys.meta_path.insert(0, _Finder())
