@@ -69,8 +69,10 @@ def process_kind(cmd: list[bytes]) -> str:
     name = Path(words[0]).name
     if name.startswith("ffmpeg"):
         inputs = [words[i + 1] for i, w in enumerate(words[:-1]) if w == "-i"]
-        codecs = [words[i + 1] for i, w in enumerate(words[:-1])
-                  if re.fullmatch(r"-c(odec)?:v(:0)?|-c(odec)?:\d+|-vcodec", w) and words[i + 1] != "copy"]
+        last_input = max((i for i, w in enumerate(words) if w == "-i"), default=0)
+        # a codec named before the last -i is a decoder (-c:v h264_cuvid -i SRC), after it an encoder
+        codecs = [words[i + 1] for i, w in enumerate(words[:-1]) if i > last_input
+                  and re.fullmatch(r"-c(odec)?:v(:0)?|-c(odec)?:\d+|-vcodec", w) and words[i + 1] != "copy"]
         piped = "pipe:0" in inputs or "-" in inputs
         if codecs and "null" not in words:
             return f"ffmpeg encode {codecs[0]}" + (" (frames piped in)" if piped else "")
