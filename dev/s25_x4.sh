@@ -4,6 +4,8 @@
 # even end, x264's thread count), a traced default run (where the 5.3 s before the first encoder go on 4 GPUs)
 # and a traced single pipeline; then x265 medium with 16 (default) and 8 workers. Outputs checked by the bench.
 #   bash dev/s25_x4.sh [x265]    (the x265 rows only with the argument: about 4 minutes more)
+# A/B: with the branch under test in the work tree and main's srgpu carried as .old/ (git archive main srgpu |
+# tar -x -C .old), the default row also runs from .old/ (python -m srgpu there imports .old's srgpu first).
 source .ffmpeg9/setup.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
 FF=$(python3 -c "from srgpu.video.ffmpeg import ffmpeg_exe; print(ffmpeg_exe())")
@@ -22,6 +24,10 @@ row w8 --rows srgpuall-w8
 row chunks6 --rows srgpuall --srgpu-arg=--chunk-seconds --srgpu-arg=6
 row threads0 --rows srgpuall --srgpu-arg=--encoder-arg=-threads --srgpu-arg=--encoder-arg=0
 row default_again --rows srgpuall
+if [ -d .old/srgpu ]; then
+  (cd .old && rm -f weights && ln -s ../weights weights && timeout 100 python3 ../$B --no-warmup --rows srgpuall \
+    --json $OUT/r/default_old.json > $OUT/r/default_old.out 2>&1; echo "default_old rc=$? $(grep -h '"row"' $OUT/r/default_old.out | cut -c1-220)")
+fi
 traced() { local name=$1; shift
   SRGPU_DEV_TRACE=$W/tr_$name PYTHONPATH=dev/trace_site:/tmp/site:$PWD timeout 100 python3 -m srgpu upscale $SRC \
     -o $W/$name.mkv --overwrite --codec libx264 --preset veryfast --crf 18 "$@" > $OUT/r/$name.log 2>&1
