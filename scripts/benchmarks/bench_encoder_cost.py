@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_chunks import count_frames, default_source  # noqa: E402
+from bench_chunks import default_source  # noqa: E402
 from srgpu.video.ffmpeg import ffmpeg_exe  # noqa: E402
 from srgpu.video.probe import probe  # noqa: E402
 
