@@ -102,15 +102,22 @@ def _machine_code(nvcc: str, code: str, name: str, tmp: Path) -> bytes:
 @pytest.mark.parametrize("tile", pa.DEFAULT_TILES)
 def test_ablate_zero_is_the_offered_kernels_machine_code(tile: str, tmp_path: Path) -> None:
     """The guards vanish at ABLATE 0: the patched text's full variant and srgpu's kernel are the same machine code.
-    nvcc, not NVRTC: NVRTC 12.9 gives one source different code from one build to the next (sass_compare.py)."""
+    nvcc, not NVRTC: NVRTC 12.9 gives one source different code from one build to the next (sass_compare.py), and
+    nvcc now and then too, so a pair passes when some build of each of up to three is the same."""
     nvcc = os.environ.get("NVCC") or shutil.which("nvcc")
     if not nvcc:
         pytest.skip("no nvcc (the CUDA toolkit; $NVCC names one elsewhere)")
     precision, arch, params = pa.parse_tile(tile)
     _, full = pa.variants_for(precision, arch, params)[0]
     name = full.kernel_name(pa.f2_of(arch))
-    patched = _machine_code(nvcc, ap.ablated_code(full.source), name, tmp_path)
-    assert patched == _machine_code(nvcc, load_source(full.source), name, tmp_path)
+    patched = {_machine_code(nvcc, ap.ablated_code(full.source), name, tmp_path)}
+    offered = {_machine_code(nvcc, load_source(full.source), name, tmp_path)}
+    for _ in range(2):  # nvcc 13.0 too gave one build in ~20 different code (CI, 2026-11-28): rebuild both
+        if patched & offered:
+            break
+        patched.add(_machine_code(nvcc, ap.ablated_code(full.source), name, tmp_path))
+        offered.add(_machine_code(nvcc, load_source(full.source), name, tmp_path))
+    assert patched & offered, f"no build of the patched text matches the offered kernel ({len(patched)}/{len(offered)})"
 
 
 def _variants() -> list[tuple[str, pa.AblatedConfig]]:
