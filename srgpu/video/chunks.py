@@ -22,6 +22,11 @@ about ``IMBALANCE`` of one chunk's work. The job's time is then about N/W + n*c/
 each between MIN_CHUNK_SECONDS and MAX_CHUNK_SECONDS long (the longest also bounds what an
 interruption costs), and still a multiple of W where those bounds clamp it. One worker has no imbalance: its chunks are MAX_CHUNK_SECONDS long, for
 resume. ``chunk_seconds`` forces the length instead (tests, and users who know better).
+
+The last round is shorter (``TAIL_SHARE`` of the others' length, never under MIN_CHUNK_SECONDS): the
+workers' last encoders ended 2.1 s apart on 4 GPUs with rounds of equal 12.5 s chunks (BENCHMARKS.md,
+issue 40), and what a round's end can waste is about one of its chunks; the count, and so the
+chunks' fixed costs, stay the cost model's. Handed out largest first, the short ones come last.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ MIN_CHUNK_SECONDS = 4.0
 # must lie within one chunk's frames of it: no chunk decodes more than twice its frames)
 SNAP_SHARE = 0.1
 MAX_CHUNK_SECONDS = 60.0
+TAIL_SHARE = 0.5  # the last round's chunks, against the others' length (several workers, two rounds or more)
 # shorter videos keep the single pipeline (unless chunk_seconds is given): it overlaps decoding,
 # the engine and encoding already, and a short video is quickly redone; with one worker, chunks
 # only serve resume
@@ -191,17 +197,19 @@ def chunk_count(frames: int, fps: float, workers: int, chunk_seconds: float | No
 
 
 def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> tuple[Chunk, ...]:
-    """The chunks: the ideal equal cuts, each snapped to the nearest cut point within SNAP_SHARE of
-    a chunk, else (several workers) kept where it is, inside a GOP whose keyframe lies within a
-    chunk before it, else snapped to the nearest cut point however far (a keyframe serves one boundary only, and
-    chunks never come out empty)."""
+    """The chunks: the ideal cuts (equal chunks, the last round shorter: chunk_lengths), each snapped
+    to the nearest cut point within SNAP_SHARE of its chunk, else (several workers) kept where it
+    is, inside a GOP whose keyframe lies within a chunk before it, else snapped to the nearest cut
+    point however far (a keyframe serves one boundary only, and chunks never come out empty)."""
     fps = scan.frames / scan.seconds() if scan.seconds() > 0 else 25.0
     n = chunk_count(scan.frames, fps, workers, chunk_seconds)
+    body, tail = chunk_lengths(scan.frames, n, workers, fps if chunk_seconds is None else None)
     bounds: list[int] = []
     if n > 1 and scan.cuts:
-        length = scan.frames / n
+        tails = n if tail == body else workers  # the last chunks, of ``tail`` frames
         for k in range(1, n):
-            ideal = k * length
+            ideal = k * body if k <= n - tails else (n - tails) * body + (k - n + tails) * tail
+            length = body if k < n - tails else tail  # of the chunk that starts at this boundary
             j = bisect_left(scan.cuts, ideal)
             near = [c for c in (scan.cuts[j - 1] if j > 0 else None, scan.cuts[j] if j < len(scan.cuts) else None)
                     if c is not None]
@@ -225,6 +233,22 @@ def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> 
         seek_us = None if seek_from is None else math.floor(seek_from * scan.time_base * 1_000_000)
         chunks.append(Chunk(index, first, last, start, end, seek_us, keyframe))
     return tuple(chunks)
+
+
+def chunk_lengths(frames: int, n: int, workers: int, fps: float | None) -> tuple[float, float]:
+    """The ideal lengths (frames) of the first ``n - workers`` and of the last ``workers`` of ``n``
+    chunks of ``frames``: equal, or (``fps`` given: the cost model's count, several workers, two
+    rounds or more) the last round's TAIL_SHARE of the others' and at least MIN_CHUNK_SECONDS long,
+    where the others are longer still."""
+    equal = frames / n
+    if fps is None or workers <= 1 or n < 2 * workers:
+        return equal, equal
+    body = frames / (n - workers * (1 - TAIL_SHARE))
+    tail = TAIL_SHARE * body
+    if tail < MIN_CHUNK_SECONDS * fps:
+        tail = min(MIN_CHUNK_SECONDS * fps, equal)
+        body = (frames - workers * tail) / (n - workers)
+    return body, tail
 
 
 def largest_first(scan: SourceScan, chunks: Sequence[Chunk]) -> list[Chunk]:

@@ -118,6 +118,36 @@ def test_cost_model() -> None:
     assert chunks.chunk_count(100, 25.0, 4, chunk_seconds=1.0) == 4
 
 
+def test_the_last_round_is_shorter() -> None:
+    """Several workers and the cost model's count: the last round's chunks are half the others' (the
+    round's end wastes about one of its chunks), never under MIN_CHUNK_SECONDS; one worker, one
+    round or a chunk length given: equal chunks."""
+    tb = Fraction(1, 25)
+
+    def lengths(seconds: int, workers: int, chunk_seconds: float | None = None) -> list[int]:
+        n = 25 * seconds
+        scan = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)), (True,) * n))
+        assert not isinstance(scan, str)
+        plan = chunks.plan(scan, workers, chunk_seconds)
+        assert plan[0].first == 0 and plan[-1].last == n and all(a.last == b.first for a, b in zip(plan, plan[1:]))
+        return [c.frames for c in plan]
+
+    got = lengths(150, 4)  # 12 chunks (12.5 s each before): 8 of 15 s, then 4 of 7.5 s
+    assert len(got) == chunks.chunk_count(25 * 150, 25.0, 4) == 12
+    assert got[:8] == [375] * 8 and sorted(got[8:]) == [187, 187, 188, 188]
+    got = lengths(60, 4)  # 8 chunks: 4 of 10 s, 4 of 5 s
+    assert got == [250] * 4 + [125] * 4
+    got = lengths(48, 4)  # 8 of 6 s before; half would be 4 s (the least): 4 of 8 s and 4 of 4 s
+    assert got == [200] * 4 + [100] * 4
+    got = lengths(40, 4)  # 8 of 5 s: 4 of 6 s and 4 of 4 s
+    assert got == [150] * 4 + [100] * 4
+    got = lengths(32, 4)  # 8 of 4 s: the least already, equal
+    assert got == [100] * 8
+    assert lengths(300, 1) == [25 * 60] * 5  # one worker: resume only
+    assert len(set(lengths(150, 4, chunk_seconds=10.0))) == 1  # the user's length
+    assert sorted(lengths(30, 4)) == [187, 187, 188, 188]  # one round of 4 (7.5 s chunks)
+
+
 def test_plan_snaps_to_cut_points() -> None:
     tb = Fraction(1, 25)
     n = 50
