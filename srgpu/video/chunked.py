@@ -27,7 +27,9 @@ Matroska stream with 1 ns ticks written here (srgpu.video.mkv), which one ffmpeg
 the source's audio, subtitles, chapters, attachments and metadata (``EncodePlan.command`` with
 ``copy_video``). ffmpeg derives the decoding timestamps of the whole stream from the
 presentation order, so they run on across the joins (B-frames included). The result is checked
-like any srgpu video (srgpu.video.verify: every frame, at its time) before it is published.
+like any srgpu video (srgpu.video.verify: every frame, at its time) before it is published. The
+join runs in a thread of its own beside the workers and takes each chunk as soon as those before it
+are made (Arrivals): at the end only the last chunks are left to join, whatever the video's length.
 """
 
 from __future__ import annotations
@@ -40,11 +42,13 @@ import re
 import shutil
 import socket
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from .. import outputs
 from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_values, settings_fingerprint, write_json
@@ -795,9 +799,11 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
         for attempt in range(3):
             todo = [cj.task(c, encoder_threads) for c in chunking.largest_first(cj.scan, cj.chunks)
                     if c.index not in done]
+            made = Arrivals(cj.chunks, done)
 
             def on_result(result: ChunkResult) -> None:
                 done[result.index] = result
+                made.add(result)
                 if progress is not None:
                     progress.chunk_done(len(done), len(cj.chunks))
 
@@ -807,15 +813,23 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
                 if progress is not None:
                     progress.frames(n)
 
-            if todo:
-                runner.run(todo, on_frames, on_result)
-            missing = [c.index for c in cj.chunks if c.index not in done]
-            if missing:
-                raise VideoError(f"{cj.job.src}: chunks {missing[:5]} were not made")
-            if progress is not None:
-                progress.joining()
+            # the join takes each chunk as soon as those before it are made, while the rest are being
+            # made: what is left to join at the end is the last chunks (the last round is the
+            # shortest: srgpu.video.chunks), not the whole video
             try:
-                frames = join(cj, [done[c.index] for c in cj.chunks], overwrite, before_publish=folder.joined)
+                with ThreadPoolExecutor(1, thread_name_prefix="srgpu-join") as joining:
+                    joined = joining.submit(join, cj, made.in_order(), overwrite, folder.joined)
+                    try:
+                        if todo:
+                            runner.run(todo, on_frames, on_result)
+                        missing = [c.index for c in cj.chunks if c.index not in done]
+                        if missing:
+                            raise VideoError(f"{cj.job.src}: chunks {missing[:5]} were not made")
+                        if progress is not None:
+                            progress.joining()
+                        frames = joined.result()
+                    finally:
+                        made.cancel()  # a join still waiting for chunks ends: its joiner killed, its file removed
                 break
             except DamagedChunk as e:
                 if attempt == 2:
@@ -858,17 +872,50 @@ class _Joiner(ffmpeg.Child):
         return self._launch(cmd, what, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
 
-def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
+class JoinCancelled(Exception):
+    """The run stopped before every chunk was made: the join waiting for them ends (not an error of its own)."""
+
+
+class Arrivals:
+    """The verified chunks of one job as they are made (``add``, from any thread), handed to the join
+    in the chunks' order (``in_order`` waits for each); ``cancel`` ends the wait."""
+
+    def __init__(self, chunks: Sequence[Chunk], made: Mapping[int, ChunkResult]) -> None:
+        self._chunks = tuple(chunks)
+        self._made = dict(made)
+        self._cancelled = False
+        self._changed = threading.Condition()
+
+    def add(self, result: ChunkResult) -> None:
+        with self._changed:
+            self._made[result.index] = result
+            self._changed.notify_all()
+
+    def cancel(self) -> None:
+        with self._changed:
+            self._cancelled = True
+            self._changed.notify_all()
+
+    def in_order(self) -> Iterator[ChunkResult]:
+        for chunk in self._chunks:
+            with self._changed:
+                self._changed.wait_for(lambda: chunk.index in self._made or self._cancelled)
+                if chunk.index not in self._made:
+                    raise JoinCancelled()
+                result = self._made[chunk.index]
+            yield result
+
+
+def join(cj: ChunkedJob, results: Iterable[ChunkResult], overwrite: bool,
          before_publish: Callable[[Path], None] | None = None) -> int:
-    """Join the verified chunks into the output: every coded frame with its source timestamp and
-    duration, the other streams from the source; check the frames the file holds and publish it.
-    The number of frames. DamagedChunk where a chunk file is not its certificate's any more."""
+    """Join the verified chunks, every chunk's in order (``results`` may wait for each: Arrivals), into
+    the output: every coded frame with its source timestamp and duration, the other streams from the
+    source; check the frames the file holds and publish it. The number of frames. DamagedChunk where
+    a chunk file is not its certificate's any more."""
     job = cj.job
     tb = cj.scan.time_base
-    all_pts = [p for r in results for p in r.pts]
-    if all_pts != list(cj.scan.pts):
-        raise VideoError(f"{job.src}: the chunks do not hold the source's frames")
-    origin, pipe_offset = pipe_origin(job.plan.source_start, tb, all_pts[0])
+    source_pts = cj.scan.pts
+    origin, pipe_offset = pipe_origin(job.plan.source_start, tb, source_pts[0])
     ns_per_tick = tb * 1_000_000_000
     joiner = _Joiner()
     proc = joiner.run(job.plan.command(tb, pipe_offset, copy_video=True), str(job.src))
@@ -877,9 +924,15 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
         stdin = proc.stdin
         assert stdin is not None
         first_track: mkv.CodedTrack | None = None
+        at = 0  # the frames joined so far
         try:
             for result in results:
+                if tuple(result.pts) != source_pts[at:at + len(result.pts)]:
+                    raise VideoError(f"{job.src}: the chunks do not hold the source's frames")
                 first_track = _send_chunk(cj, result, stdin, first_track, origin, ns_per_tick)
+                at += len(result.pts)
+            if at != len(source_pts):
+                raise VideoError(f"{job.src}: the chunks do not hold the source's frames")
             stdin.close()
         except (BrokenPipeError, OSError):
             rc = proc.wait()
@@ -888,9 +941,9 @@ def join(cj: ChunkedJob, results: Sequence[ChunkResult], overwrite: bool,
         joiner._log.join()  # type: ignore[union-attr]
         if rc != 0:
             raise _join_failure(cj, joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
-        last = float(all_pts[-1] * tb)
-        check_complete(job, len(all_pts), last)
-        frames = verify.check_frames(job.plan.tmp, job.plan.video_index, all_pts, tb)
+        last = float(source_pts[-1] * tb)
+        check_complete(job, len(source_pts), last)
+        frames = verify.check_frames(job.plan.tmp, job.plan.video_index, list(source_pts), tb)
         if before_publish is not None:
             before_publish(job.plan.tmp)
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)

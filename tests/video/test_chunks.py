@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from test_video import (BicubicEngine, assert_same_frames, decode, dump, duratio
 
 IDENTITY = {"scale": 2, "arch": "test", "weights": "bicubic"}
 MEDIUM = VideoOptions(EncodeOptions(preset="medium"))  # B-frames and a lookahead in every chunk's encoder
+FAST_X264 = VideoOptions(EncodeOptions(preset="ultrafast"))
 X264_GOP = "keyint={k}:min-keyint={k}:scenecut=0:bframes=3"
 
 
@@ -377,12 +379,16 @@ def test_the_join_refuses_a_chunk_that_changed(tmp_path: Path, engine: BicubicEn
     class Damaging(InProcess):
         def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
             calls.append([t.chunk.index for t in tasks])
-            super().run(tasks, on_frames, on_result)
-            if len(calls) == 1:
-                path = next(t.path for t in tasks if t.chunk.index == 1)  # handed out largest first
-                data = bytearray(path.read_bytes())
-                data[-10] ^= 0xFF
-                path.write_bytes(bytes(data))
+
+            def damaging(result):  # type: ignore[no-untyped-def]
+                on_result(result)
+                if len(calls) == 1 and result.index == 1:  # the join takes it once chunk 0 is made
+                    path = next(t.path for t in tasks if t.chunk.index == 1)
+                    data = bytearray(path.read_bytes())
+                    data[-10] ^= 0xFF
+                    path.write_bytes(bytes(data))
+
+            super().run(sorted(tasks, key=lambda t: t.chunk.index == 0), on_frames, damaging)  # chunk 0 last
 
     result = chunked.upscale_chunked(cj, Damaging(engine))
     assert calls[1] == [1] and any("chunk 1 changed" in n for n in result.notes)
@@ -555,6 +561,44 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
 
 
 # ---------------------------------------------------------------- the order chunks are made in
+
+
+def test_the_join_takes_each_chunk_while_the_rest_are_made(tmp_path: Path, engine: BicubicEngine,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk goes to the join as soon as those before it are made: with every chunk but the last
+    made, the join has taken all of them (what is left to join at the end is the last chunk, not
+    the whole video), and the output is the source's, frame for frame."""
+    src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
+                    out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))
+    dst = tmp_path / "out.mp4"
+    cj = chunked.plan_chunked(src, dst, IDENTITY, FAST_X264, chunk_seconds=0.3)
+    assert not isinstance(cj, str) and len(cj.chunks) >= 4
+    sent: list[int] = []
+    send = chunked._send_chunk
+
+    def recorded(cj_, result, *args):  # type: ignore[no-untyped-def]
+        first = send(cj_, result, *args)
+        sent.append(result.index)
+        return first
+
+    monkeypatch.setattr(chunked, "_send_chunk", recorded)
+    joined_before_the_last: list[int] = []
+
+    class LastChunkLast(InProcess):
+        def run(self, tasks, on_frames, on_result, on_start=None, on_error=None):  # type: ignore[no-untyped-def]
+            tasks = sorted(tasks, key=lambda t: t.chunk.index)
+            super().run(tasks[:-1], on_frames, on_result, on_start, on_error)
+            deadline = time.monotonic() + 30
+            while len(sent) < len(tasks) - 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            joined_before_the_last.extend(sent)
+            super().run(tasks[-1:], on_frames, on_result, on_start, on_error)
+
+    result = chunked.upscale_chunked(cj, LastChunkLast(engine))
+    last = len(cj.chunks) - 1
+    assert joined_before_the_last == list(range(last)) and sent == list(range(last + 1))
+    assert result.frames == 30 and shown(dst) == shown(src) and len(shown(dst, "a:0")) == len(shown(src, "a:0"))
+    assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
 
 
 def test_chunks_are_made_largest_first(tmp_path: Path, engine: BicubicEngine) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
 from srgpu.batch.pool import InProcess
-from test_video import BicubicEngine, leftovers, make_clip
+from test_video import BicubicEngine, ffmpeg_children, leftovers, make_clip
 
 FAST = VideoOptions(EncodeOptions(preset="ultrafast"))
 IDENTITY = {"scale": 2, "arch": "test", "weights": "bicubic"}
@@ -132,8 +133,8 @@ def test_a_killed_encoder_is_named_with_its_signal(tmp_path: Path, engine: Bicub
 
 
 def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: BicubicEngine) -> None:
-    """The source is gone when the chunks are joined (its audio comes from it): the message says
-    which join failed, for which output; the chunks stay for the next run."""
+    """The join's ffmpeg is killed while the chunks are made (it joins them as they come): the message
+    says which join failed, for which output, and how it ended; the chunks stay for the next run."""
     from srgpu.video.errors import VideoError
 
     src = make_clip(tmp_path / "src.mkv", frames=12, codec="libx264",
@@ -142,16 +143,23 @@ def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: B
     cj = chunked.plan_chunked(src, dst, IDENTITY, FAST, chunk_seconds=0.16)
     assert not isinstance(cj, str), cj
 
-    class SourceGone(InProcess):
+    class JoinKilled(InProcess):
         def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
-            super().run(tasks, on_frames, on_result)
-            src.rename(tmp_path / "moved.mkv")
+            tasks = sorted(tasks, key=lambda t: t.chunk.index)
+            super().run(tasks[:-1], on_frames, on_result)
+            joiners = [pid for pid in ffmpeg_children() if cj.job.plan.tmp.name.encode()
+                       in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            assert len(joiners) == 1
+            os.kill(joiners[0], signal.SIGKILL)
+            super().run(tasks[-1:], on_frames, on_result)
 
     with pytest.raises(VideoError) as e:
-        chunked.upscale_chunked(cj, SourceGone(engine))
+        chunked.upscale_chunked(cj, JoinKilled(engine))
     message = str(e.value)
-    assert message.startswith(f"{src}: joining its chunks into {dst}: the join failed") and "\n" not in message
-    assert not dst.exists() and cj.work.is_dir()
+    assert message.startswith(f"{src}: joining its chunks into {dst}: the join ") and "\n" not in message
+    assert "killed by SIGKILL" in message
+    assert not dst.exists() and cj.work.is_dir() and leftovers(tmp_path) == []
+    assert len(list(cj.work.glob("chunk-*.mkv"))) == len(cj.chunks)  # every chunk made, kept for the next run
 
 
 # ---------------------------------------------------------------- 6: a chunked .mkv's frame rate
