@@ -247,6 +247,9 @@ class DaskRunner:
         """Whether ``e`` says the client lost its scheduler (rather than one task failing)."""
         return "scheduler-connection-lost" in str(e) or self.client.status not in ("running", "newly-created")
 
+    def release(self) -> None:
+        """Nothing to end: the cluster's workers are not this run's."""
+
     def close(self) -> None:
         try:
             if self._own:

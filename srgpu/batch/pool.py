@@ -261,6 +261,9 @@ class InProcess:
                 continue
             on_result(result)
 
+    def release(self) -> None:
+        """Nothing to end: the engine is the caller's."""
+
 
 # ---------------------------------------------------------------- worker processes
 
@@ -485,6 +488,7 @@ class LocalPool:
         self.retries = retries
         self._ctx = multiprocessing.get_context("spawn")
         self._pool: dict[int, _Worker] = {}
+        self._stopping: list[_Worker] = []  # released: told to stop, not waited for yet (close waits)
         self._next_wid = 0
         self._next_tid = 0
 
@@ -616,20 +620,35 @@ class LocalPool:
             self._start(w.slot)
         return lost
 
+    def release(self) -> None:
+        """Tell every worker to stop, without waiting for them (``close`` waits): the caller has no
+        task for them now (a chunked video's chunks are all made; its join goes on meanwhile: a worker
+        takes a third of a second to end, BENCHMARKS.md issue 40). A later ``run`` starts new ones."""
+        for w in self._pool.values():
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        self._stopping += self._pool.values()
+        self._pool.clear()
+
     def close(self, force: bool = False) -> None:
         """End the workers: politely (their pipe says stop) or, with ``force``, by SIGTERM, which
-        they turn into the same clean-up as Ctrl-C (ffmpeg children ended, temporaries removed)."""
+        they turn into the same clean-up as Ctrl-C (ffmpeg children ended, temporaries removed);
+        those released too."""
         for w in self._pool.values():
-            if force:
-                if w.proc.is_alive():
-                    w.proc.terminate()
-            else:
+            if not force:
                 try:
                     w.conn.send(None)
                 except (OSError, ValueError):
                     pass
+        everyone = [*self._pool.values(), *self._stopping]
+        if force:
+            for w in everyone:
+                if w.proc.is_alive():
+                    w.proc.terminate()
         deadline = time.monotonic() + 10.0
-        for w in self._pool.values():
+        for w in everyone:
             while True:
                 try:
                     w.proc.join(max(0.0, deadline - time.monotonic()))
@@ -641,6 +660,7 @@ class LocalPool:
                 w.proc.join(1.0)
             w.conn.close()
         self._pool.clear()
+        self._stopping.clear()
 
     def __enter__(self) -> "LocalPool":
         return self

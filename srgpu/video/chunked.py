@@ -419,6 +419,11 @@ class Runner(Protocol):
     def run(self, tasks: Sequence[ChunkTask], on_frames: Callable[[int], None],
             on_result: Callable[[ChunkResult], None]) -> None: ...
 
+    def release(self) -> None:
+        """No task comes for now: the workers may end while the caller goes on (a later run starts
+        them again)."""
+        ...
+
 
 class ChunkProgress(Protocol):
     def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None: ...
@@ -825,6 +830,7 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
                         missing = [c.index for c in cj.chunks if c.index not in done]
                         if missing:
                             raise VideoError(f"{cj.job.src}: chunks {missing[:5]} were not made")
+                        runner.release()  # they end while the last chunks are joined
                         if progress is not None:
                             progress.joining()
                         frames = joined.result()

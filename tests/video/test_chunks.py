@@ -567,7 +567,8 @@ def test_the_join_takes_each_chunk_while_the_rest_are_made(tmp_path: Path, engin
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A chunk goes to the join as soon as those before it are made: with every chunk but the last
     made, the join has taken all of them (what is left to join at the end is the last chunk, not
-    the whole video), and the output is the source's, frame for frame."""
+    the whole video), the runner is released once all are made, and the output is the source's,
+    frame for frame."""
     src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
                     out_args=("-preset", "ultrafast", "-x264-params", X264_GOP.format(k=6)))
     dst = tmp_path / "out.mp4"
@@ -594,9 +595,14 @@ def test_the_join_takes_each_chunk_while_the_rest_are_made(tmp_path: Path, engin
             joined_before_the_last.extend(sent)
             super().run(tasks[-1:], on_frames, on_result, on_start, on_error)
 
+        def release(self) -> None:
+            released.append(dst.exists())
+
+    released: list[bool] = []
     result = chunked.upscale_chunked(cj, LastChunkLast(engine))
     last = len(cj.chunks) - 1
     assert joined_before_the_last == list(range(last)) and sent == list(range(last + 1))
+    assert released == [False]  # the workers may end once the chunks are made, before the output is
     assert result.frames == 30 and shown(dst) == shown(src) and len(shown(dst, "a:0")) == len(shown(src, "a:0"))
     assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
 
