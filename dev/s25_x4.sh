@@ -4,7 +4,7 @@
 # even end, x264's thread count), a traced default run (where the 5.3 s before the first encoder go on 4 GPUs)
 # and a traced single pipeline; then x265 medium with 16 (default) and 8 workers. Outputs checked by the bench.
 #   bash dev/s25_x4.sh [x265]    (the x265 rows only with the argument: about 4 minutes more)
-# A/B: with the branch under test in the work tree and main's srgpu carried as .old/ (git archive main srgpu |
+# A/B: with the branch under test in the work tree and the tree before it carried as .old/ (session 25: git archive baccd1b~1 srgpu |
 # tar -x -C .old), the default row also runs from .old/ (python -m srgpu there imports .old's srgpu first).
 source .ffmpeg9/setup.sh
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
