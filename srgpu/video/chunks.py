@@ -203,13 +203,13 @@ def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> 
     point however far (a keyframe serves one boundary only, and chunks never come out empty)."""
     fps = scan.frames / scan.seconds() if scan.seconds() > 0 else 25.0
     n = chunk_count(scan.frames, fps, workers, chunk_seconds)
-    body, tail = chunk_lengths(scan.frames, n, workers, fps if chunk_seconds is None else None)
+    body, tail, tails = chunk_lengths(scan.frames, n, workers, fps if chunk_seconds is None else None)
+    first = n - tails  # chunks of ``body`` frames, then ``tails`` of ``tail``
     bounds: list[int] = []
     if n > 1 and scan.cuts:
-        tails = n if tail == body else workers  # the last chunks, of ``tail`` frames
         for k in range(1, n):
-            ideal = k * body if k <= n - tails else (n - tails) * body + (k - n + tails) * tail
-            length = body if k < n - tails else tail  # of the chunk that starts at this boundary
+            ideal = k * body if k <= first else first * body + (k - first) * tail
+            length = body if k < first else tail  # of the chunk that starts at this boundary
             j = bisect_left(scan.cuts, ideal)
             near = [c for c in (scan.cuts[j - 1] if j > 0 else None, scan.cuts[j] if j < len(scan.cuts) else None)
                     if c is not None]
@@ -235,20 +235,20 @@ def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> 
     return tuple(chunks)
 
 
-def chunk_lengths(frames: int, n: int, workers: int, fps: float | None) -> tuple[float, float]:
-    """The ideal lengths (frames) of the first ``n - workers`` and of the last ``workers`` of ``n``
-    chunks of ``frames``: equal, or (``fps`` given: the cost model's count, several workers, two
-    rounds or more) the last round's TAIL_SHARE of the others' and at least MIN_CHUNK_SECONDS long,
-    where the others are longer still."""
+def chunk_lengths(frames: int, n: int, workers: int, fps: float | None) -> tuple[float, float, int]:
+    """The ideal lengths (frames) of ``n`` chunks of ``frames``: (the others', the last ones', how many
+    last ones). Equal (no last ones), or (``fps`` given: the cost model's count, several workers, two
+    rounds or more) the last round's ``workers`` chunks TAIL_SHARE of the others' and at least
+    MIN_CHUNK_SECONDS long, where the others are longer still."""
     equal = frames / n
     if fps is None or workers <= 1 or n < 2 * workers:
-        return equal, equal
+        return equal, equal, 0
     body = frames / (n - workers * (1 - TAIL_SHARE))
     tail = TAIL_SHARE * body
     if tail < MIN_CHUNK_SECONDS * fps:
         tail = min(MIN_CHUNK_SECONDS * fps, equal)
         body = (frames - workers * tail) / (n - workers)
-    return body, tail
+    return body, tail, workers
 
 
 def largest_first(scan: SourceScan, chunks: Sequence[Chunk]) -> list[Chunk]:
