@@ -3,7 +3,8 @@
 # with its defaults beside the variants the session 24 figures point to (2 workers a GPU, shorter chunks for an
 # even end, x264's thread count), a traced default run (where the 5.3 s before the first encoder go on 4 GPUs)
 # and a traced single pipeline; then x265 medium with 16 (default) and 8 workers. Outputs checked by the bench.
-#   bash dev/s25_x4.sh [x265]    (the x265 rows only with the argument: about 4 minutes more)
+#   bash dev/s25_x4.sh [x265|folder]    (the x265 rows, or the folder of 16 clips, only with the argument: about
+#   4 and 3 minutes more)
 # A/B: with the branch under test in the work tree and the tree before it carried as .old/ (session 25: git archive baccd1b~1 srgpu |
 # tar -x -C .old), the default row also runs from .old/ (python -m srgpu there imports .old's srgpu first).
 source .ffmpeg9/setup.sh
@@ -36,5 +37,9 @@ traced tr_all --gpus all
 traced tr_one --gpus 0 --chunk-seconds 0
 if [ "${1:-}" = x265 ]; then
   row x265 --settings libx265:medium --rows srgpuall srgpuall-w8 plain8
+fi
+if [ "${1:-}" = folder ]; then  # 16 clips of 20 s: plain ffmpeg 4 and 8 at a time, srgpu's defaults (about 3 minutes)
+  timeout 400 python3 $B --no-warmup --rows folder-plain4 folder-plain8 folder-srgpu --json $OUT/r/folder.json \
+    > $OUT/r/folder.out 2>&1; echo "folder rc=$? $(grep -h '"row"' $OUT/r/folder.out | cut -c1-220)"
 fi
 tar -czf $OUT/r.tgz -C $OUT r && rm -rf $OUT/r

@@ -21,7 +21,11 @@ Rows (``--rows``): ``plain`` (ffmpeg -vf scale=W:H:flags=bicubic, one process), 
 equal chunks with -ss/-t at once, then the concat demuxer and the source's audio: what one
 scripts by hand), ``srgpu1`` (one GPU, one pipeline: --gpus 0 --chunk-seconds 0), ``srgpuG`` (the
 first G GPUs, srgpu's defaults), ``srgpuall`` (--gpus all, defaults), ``srgpuall-wN`` (--gpus all
---workers N).
+--workers N). A folder of videos (``--folder-files`` cuts of ``--folder-seconds`` each of the source,
+stream copies at keyframes, with the audio): ``folder-plainN`` (plain ffmpeg over the files, N at a time,
+xargs -P N), ``folder-srgpu`` (``srgpu upscale FOLDER -o OUT --gpus all``, defaults) and
+``folder-srgpu-wN`` (--workers N); fps is every output's frames over the row's wall time, and every
+output is checked against its own file.
 
     python3 scripts/benchmarks/bench_bighost.py --seconds 150 --settings libx264:veryfast \\
         --rows plain plain2 plain4 plain8 srgpu1 srgpu2 srgpuall --json out.json
@@ -226,10 +230,10 @@ class Sampler:
         return dict(out)
 
 
-def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: int, out: Path,
+def run_row(name: str, commands: list[list[str]], gpus: list[int], outputs: list[tuple[Path, int]],
             log: Path, interval: float = 0.5, timeline: bool = False) -> dict:
     """Run ``commands`` one after another (a shell would: the plain chunks' concat is the last),
-    sampled as one row."""
+    sampled as one row; ``outputs``: each file the row makes and the frames of its source."""
     wrapper = [sys.executable, "-c", "import subprocess,sys,json\n"
                "for c in json.loads(sys.argv[1]):\n"
                "    r = subprocess.run(c)\n"
@@ -249,9 +253,13 @@ def run_row(name: str, commands: list[list[str]], gpus: list[int], frames_src: i
     row: dict = {"row": name, "rc": rc, "wall_s": round(wall, 2)}
     if rc != 0:
         return row
-    frames = count_frames(out)
-    row.update(frames_out=frames, frames_ok=frames == frames_src, pts_increasing=pts_increasing(out),
-               fps=round(frames / wall, 2), mbytes=round(out.stat().st_size / 1e6, 1))
+    counts = [count_frames(out) for out, _ in outputs]
+    frames = sum(counts)
+    row.update(frames_out=frames, frames_ok=all(c == want for c, (_, want) in zip(counts, outputs)),
+               pts_increasing=all(pts_increasing(out) for out, _ in outputs), fps=round(frames / wall, 2),
+               mbytes=round(sum(out.stat().st_size for out, _ in outputs) / 1e6, 1))
+    if len(outputs) > 1:
+        row["files"] = len(outputs)
     cpu_all = Sampler.steady(sampler.cpu)
     row["cpu_busy_steady"] = round(cpu_all, 3) if cpu_all is not None else None
     row["cpu_busy_mean"] = round(statistics.fmean(sampler.cpu), 3) if sampler.cpu else None
@@ -294,6 +302,35 @@ def plain_commands(src: Path, out: Path, size: tuple[int, int], codec: str, pres
     return [["bash", "-c", jobs + " & wait"],
             ff + ["-f", "concat", "-safe", "0", "-i", str(listing), "-i", str(src), "-map", "0:v", "-map", "1:a?",
                   "-c", "copy", str(out)]]
+
+
+def make_folder(src: Path, folder: Path, files: int, seconds: float, duration: float) -> list[Path]:
+    """``files`` cuts of ``seconds`` of ``src`` (stream copies from the keyframe at or before each start,
+    audio kept), starting at spread offsets."""
+    folder.mkdir(parents=True, exist_ok=True)
+    span = max(0.0, duration - seconds)
+    cuts = []
+    for k in range(files):
+        cut = folder / f"clip{k:02d}.mkv"
+        start = (k * span / max(1, files - 1)) if files > 1 else 0.0
+        subprocess.run([ffmpeg_exe(), "-v", "error", "-y", "-ss", f"{start:.3f}", "-i", str(src), "-t", f"{seconds}",
+                        "-map", "0", "-c", "copy", str(cut)], check=True)
+        cuts.append(cut)
+    return cuts
+
+
+def folder_plain_commands(files: list[Path], outdir: Path, size: tuple[int, int], codec: str, preset: str, crf: int,
+                          n: int) -> list[list[str]]:
+    """Plain ffmpeg over every file, N at a time (xargs -P N), as one would script it."""
+    ff = [ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", "-loglevel", "error"]
+    enc = ["-c:v", codec, "-preset", preset, "-crf", str(crf)] + (
+        ["-x265-params", "log-level=error"] if codec == "libx265" else [])
+    one = " ".join(_q(a) for a in ff) + ' -i "$1" -map 0:v:0 -map "0:a?" ' + \
+        " ".join(_q(a) for a in ["-vf", f"scale={size[0]}:{size[1]}:flags=bicubic", *enc, "-c:a", "copy"]) + \
+        f' {_q(str(outdir))}/"$(basename "$1")"'
+    listing = "\n".join(str(f) for f in files)
+    return [["bash", "-c", f"mkdir -p {_q(str(outdir))} && printf '{listing}\\n' | "
+                           f"xargs -P {n} -I{{}} bash -c {_q(one)} _ {{}}"]]
 
 
 def _q(s: str) -> str:
@@ -340,6 +377,8 @@ def main() -> None:
                     "parent, first and last seen, CPU seconds)")
     ap.add_argument("--no-warmup", action="store_true",
                     help="do not upscale 2 s of the source first (kernels built and cached, plans tuned)")
+    ap.add_argument("--folder-files", type=int, default=16, help="folder rows: how many clips")
+    ap.add_argument("--folder-seconds", type=float, default=20.0, help="folder rows: each clip's length")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     ngpus = gpu_count()
@@ -358,11 +397,28 @@ def main() -> None:
         log = (args.json.with_suffix(".log") if args.json else folder / "log.txt")
         warm_s = warm_up(src, folder, log) if ngpus and not args.no_warmup else None
         rows = []
+        clips: list[tuple[Path, int]] = []
+        if any(name.startswith("folder-") for name in args.rows):
+            clips = [(c, count_frames(c)) for c in make_folder(src, folder / "clips", args.folder_files,
+                                                               args.folder_seconds, duration)]
         for setting in args.settings:
             codec, preset = setting.split(":")
             for name in args.rows:
                 out = folder / f"{name}.mkv"
-                if name == "plain" or re.fullmatch(r"plain\d+", name):
+                outputs = [(out, frames)]
+                if name.startswith("folder-"):
+                    outdir = folder / name
+                    outputs = [(outdir / c.name, f) for c, f in clips]
+                if m := re.fullmatch(r"folder-plain(\d+)", name):
+                    cmds = folder_plain_commands([c for c, _ in clips], outdir, size, codec, preset, args.crf,
+                                                 int(m.group(1)))
+                    gpus = []
+                elif m := re.fullmatch(r"folder-srgpu(?:-w(\d+))?", name):
+                    extra = [*(["--gpus", "all"] if ngpus else []), *(["--workers", m.group(1)] if m.group(1) else []),
+                             *args.srgpu_arg]
+                    cmds = srgpu_command(folder / "clips", outdir, codec, preset, args.crf, extra)
+                    gpus = list(range(ngpus))
+                elif name == "plain" or re.fullmatch(r"plain\d+", name):
                     n = int(name[5:] or 1)
                     cmds = plain_commands(src, out, size, codec, preset, args.crf, n, duration, folder)
                     gpus: list[int] = []
@@ -379,11 +435,12 @@ def main() -> None:
                     cmds = srgpu_command(src, out, codec, preset, args.crf, extra + args.srgpu_arg)
                 else:
                     raise SystemExit(f"unknown row {name}")
-                row = {"codec": codec, "preset": preset, **run_row(name, cmds, gpus, frames, out, log, args.interval,
+                row = {"codec": codec, "preset": preset, **run_row(name, cmds, gpus, outputs, log, args.interval,
                                                                          args.timeline)}
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "timeline"}), file=sys.stderr, flush=True)
-                out.unlink(missing_ok=True)
+                for made, _ in outputs:
+                    made.unlink(missing_ok=True)
                 for p in folder.glob(f"{name}-*.mkv"):
                     p.unlink()
         report = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(), "cpus": os.cpu_count(),
