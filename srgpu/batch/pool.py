@@ -18,10 +18,12 @@ Ctrl-C, SIGTERM or SIGHUP end every worker and its ffmpeg children.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 from multiprocessing.connection import wait as mp_wait
 import time
@@ -427,6 +429,29 @@ def _own_gpu(spec: EngineSpec) -> EngineSpec:
     return spec.on("cuda:0")
 
 
+_MAIN_HIDDEN = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_module_hidden():  # type: ignore[no-untyped-def]
+    """While a worker is spawned: its target and arguments live in srgpu, so it needs nothing of the
+    caller's ``__main__``, but spawn imports that module again in every worker, by its file or its
+    module name. A script read from stdin has no file to import (the worker dies, "<stdin>" not
+    found), and a script without the ``if __name__ == "__main__":`` guard runs itself again in each
+    worker, which then cannot start a pool of its own. The main module's file and spec are hidden
+    from spawn (what it does for a script given with -c, which has neither)."""
+    main = sys.modules.get("__main__")
+    with _MAIN_HIDDEN:
+        saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+        if main is not None and "__spec__" in saved:
+            main.__spec__ = None
+        try:
+            yield
+        finally:
+            if main is not None:
+                main.__dict__.update(saved)
+
+
 def _end_with_parent() -> None:
     """Linux: SIGTERM this worker when its parent dies, even by SIGKILL (the worker then cleans up
     as after Ctrl-C); elsewhere the broken pipe ends it at its next message."""
@@ -489,6 +514,7 @@ class LocalPool:
         self._ctx = multiprocessing.get_context("spawn")
         self._pool: dict[int, _Worker] = {}
         self._stopping: list[_Worker] = []  # released: told to stop, not waited for yet (close waits)
+        self._died_starting: dict[int, int] = {}  # by slot: workers that ended before their engine was ready, in a row
         self._next_wid = 0
         self._next_tid = 0
 
@@ -498,7 +524,8 @@ class LocalPool:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_worker_main, args=(wid, self.spec.on(self.devices[slot]), child),
                                  name=f"srgpu-worker-{wid}", daemon=True)
-        proc.start()
+        with _main_module_hidden():
+            proc.start()
         child.close()
         worker = _Worker(wid, slot, proc, parent)
         self._pool[wid] = worker
@@ -570,6 +597,7 @@ class LocalPool:
                     continue
                 if kind == "ready":
                     w.ready = True
+                    self._died_starting.pop(w.slot, None)
                 elif kind == "broken":
                     raise WorkerError(f"the worker on {self.devices[w.slot]} could not start: {payload}")
                 elif kind == "frames":
@@ -607,6 +635,12 @@ class LocalPool:
             w.proc.join(1.0)
             del self._pool[w.wid]
             w.conn.close()
+            if not w.ready:  # it ended before its engine was ready: its next one would too
+                self._died_starting[w.slot] = self._died_starting.get(w.slot, 0) + 1
+                if self._died_starting[w.slot] > self.retries:
+                    raise WorkerError(f"the worker on {self.devices[w.slot]} could not start: it ended with "
+                                      f"{_exit(w.proc.exitcode)} before its engine was ready, "
+                                      f"{self._died_starting[w.slot]} times")
             for tid in w.tasks:
                 if frames_of.get(tid):
                     on_frames(-frames_of.pop(tid))

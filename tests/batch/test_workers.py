@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 
 def test_a_pool_started_early_runs_its_tasks_on_those_workers() -> None:
     """LocalPool.start brings the workers up before any task (the command line starts them while
@@ -62,3 +66,70 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+_SCRIPT = """
+from pathlib import Path
+import sys
+from srgpu.batch.route import UpscaleOptions, upscale
+
+result = upscale(UpscaleOptions(Path(sys.argv[1]), Path(sys.argv[2]), device="cpu", workers=2))
+print("route", result.route, "exit", result.exit_code, "upscaled", len(result.batch.done))
+"""
+
+
+def _three_images(folder: Path) -> None:
+    import cv2
+    import numpy as np
+
+    folder.mkdir()
+    rng = np.random.default_rng(4)
+    for k in range(3):
+        cv2.imwrite(str(folder / f"im{k}.png"), rng.integers(0, 256, (24, 32, 3), dtype=np.uint8))
+
+
+@pytest.mark.parametrize("how", ["stdin", "file without a main guard"])
+def test_the_library_route_on_workers_runs_from_any_script(tmp_path: Path, how: str) -> None:
+    """srgpu's workers need nothing of the caller's __main__: a script read from stdin (which spawn
+    could not import again: the workers died and were started again, forever) and a script without
+    the `if __name__ == "__main__"` guard (which would run itself again in each worker) both upscale
+    a folder on two worker processes."""
+    import subprocess
+    import sys
+
+    _three_images(tmp_path / "in")
+    args = [str(tmp_path / "in"), str(tmp_path / "out")]
+    if how == "stdin":
+        proc = subprocess.run([sys.executable, "-", *args], input=_SCRIPT, capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+    else:
+        (tmp_path / "script.py").write_text(_SCRIPT)
+        proc = subprocess.run([sys.executable, str(tmp_path / "script.py"), *args], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["route", "workers", "exit", "0", "upscaled", "3"], proc.stdout
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["im0.png", "im1.png", "im2.png"]
+
+
+def test_a_worker_that_cannot_start_fails_the_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker process that ends before its engine is ready (here: its interpreter exits at start-up)
+    is started again at most ``retries`` times, then the run fails with one line that says so; it was
+    started again forever."""
+    import os
+    import time
+
+    from srgpu.model import random_model
+    from srgpu.batch.pool import EngineSpec, LocalPool, WorkerError
+
+    (tmp_path / "sitecustomize.py").write_text("import os\nif os.environ.get('SRGPU_TEST_DIE'):\n    os._exit(3)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("SRGPU_TEST_DIE", "1")
+    spec = EngineSpec(random_model("9-1-5", seed=3), 2)
+    started = time.monotonic()
+    with LocalPool(spec, ["cpu"], retries=2) as pool:
+        with pytest.raises(WorkerError) as e:
+            pool.run([_Square(2)], lambda n: None, lambda r: None)
+    message = str(e.value)
+    assert message == ("the worker on cpu could not start: it ended with exit status 3 before its engine was ready, "
+                       "3 times")
+    assert time.monotonic() - started < 60
