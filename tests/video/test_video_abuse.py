@@ -20,6 +20,7 @@ from srgpu.batch.pool import InProcess
 from test_video import BicubicEngine, ffmpeg_children, leftovers, make_clip
 
 FAST = VideoOptions(EncodeOptions(preset="ultrafast"))
+LOSSLESS = VideoOptions(EncodeOptions(codec="ffv1"))
 IDENTITY = {"scale": 2, "arch": "test", "weights": "bicubic"}
 LONGEST = "a" * 251 + ".mkv"  # 255 bytes: the longest name ext4, XFS, btrfs take
 JAPANESE = "長い名前の動画ファイル" * 7 + "テスト動画名" + ".mkv"  # 83 Japanese characters: 253 bytes in UTF-8
@@ -160,6 +161,61 @@ def test_a_failed_join_names_the_source_and_the_output(tmp_path: Path, engine: B
     assert "killed by SIGKILL" in message
     assert not dst.exists() and cj.work.is_dir() and leftovers(tmp_path) == []
     assert len(list(cj.work.glob("chunk-*.mkv"))) == len(cj.chunks)  # every chunk made, kept for the next run
+
+
+def test_a_join_on_a_full_disk_says_so_and_the_rerun_completes(tmp_path: Path, engine: BicubicEngine) -> None:
+    """The output's disk fills while the join writes (the chunks all made): one line naming the
+    source, the output and ffmpeg's "No space left on device" (a CLI run under load said "ffmpeg
+    printed nothing": the message was made before ffmpeg's stderr was read; that race did not come
+    up here), nothing under the output's name or a temporary's, the chunks kept; with room again,
+    the rerun joins them without making any."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("no tmpfs can be mounted here (root on Linux)")
+    try:
+        from srgpu.video.errors import VideoError
+
+        src = make_clip(tmp_path / "src.mkv", size="640x360", frames=48, codec="libx264",
+                        out_args=("-preset", "ultrafast", "-x264-params", "keyint=12:min-keyint=12:scenecut=0"))
+        dst = disk / "out.mkv"
+        # lossless chunks of a few MB: the join is still writing to its pipe when the disk fills
+        cj = chunked.plan_chunked(src, dst, IDENTITY, LOSSLESS, chunk_seconds=0.48)
+        assert not isinstance(cj, str), cj
+        filler = disk / ".filler"
+
+        class FillsTheDisk(InProcess):
+            def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+                def filling(result):  # type: ignore[no-untyped-def]
+                    if result.index == 0:  # the join takes nothing before chunk 0: it has written nothing yet
+                        st = os.statvfs(disk)
+                        with open(filler, "wb") as f:
+                            os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 8192)
+                    on_result(result)
+
+                super().run(sorted(tasks, key=lambda t: t.chunk.index == 0), on_frames, filling)  # chunk 0 last
+
+        with pytest.raises(VideoError) as e:
+            chunked.upscale_chunked(cj, FillsTheDisk(engine))
+        message = str(e.value)
+        assert message.startswith(f"{src}: joining its chunks into {dst}: the join ") and "\n" not in message
+        assert "No space left on device" in message, message
+        assert sorted(p.name for p in disk.iterdir()) == [".filler", cj.work.name]
+        assert len(list(cj.work.glob("chunk-*.mkv"))) == len(cj.chunks)
+        filler.unlink()
+        made: list[int] = []
+
+        class Recording(InProcess):
+            def run(self, tasks, on_frames, on_result):  # type: ignore[no-untyped-def]
+                made.extend(t.chunk.index for t in tasks)
+                super().run(tasks, on_frames, on_result)
+
+        cj = chunked.plan_chunked(src, dst, IDENTITY, LOSSLESS, chunk_seconds=0.48)
+        assert not isinstance(cj, str)
+        result = chunked.upscale_chunked(cj, Recording(engine))
+        assert made == [] and result.frames == 48 and dst.exists() and not cj.work.exists()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 # ---------------------------------------------------------------- 6: a chunked .mkv's frame rate
