@@ -670,19 +670,16 @@ class LocalPool:
         """End the workers: politely (their pipe says stop) or, with ``force``, by SIGTERM, which
         they turn into the same clean-up as Ctrl-C (ffmpeg children ended, temporaries removed);
         those released too."""
-        for w in self._pool.values():
-            if not force:
-                try:
-                    w.conn.send(None)
-                except (OSError, ValueError):
-                    pass
-        everyone = [*self._pool.values(), *self._stopping]
         if force:
-            for w in everyone:
+            self._stopping += self._pool.values()
+            self._pool.clear()
+            for w in self._stopping:
                 if w.proc.is_alive():
                     w.proc.terminate()
+        else:
+            self.release()
         deadline = time.monotonic() + 10.0
-        for w in everyone:
+        for w in self._stopping:
             while True:
                 try:
                     w.proc.join(max(0.0, deadline - time.monotonic()))
@@ -693,7 +690,6 @@ class LocalPool:
                 w.proc.kill()
                 w.proc.join(1.0)
             w.conn.close()
-        self._pool.clear()
         self._stopping.clear()
 
     def __enter__(self) -> "LocalPool":

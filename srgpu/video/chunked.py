@@ -944,7 +944,7 @@ def join(cj: ChunkedJob, results: Iterable[ChunkResult], overwrite: bool,
             rc = proc.wait()
             raise _join_failure(cj, joiner, f"the join stopped accepting frames ({ffmpeg.describe_exit(rc)})") from None
         rc = proc.wait()
-        joiner._log.join()  # type: ignore[union-attr]
+        joiner.stderr_read()
         if rc != 0:
             raise _join_failure(cj, joiner, f"the join failed ({ffmpeg.describe_exit(rc)})")
         last = float(source_pts[-1] * tb)
@@ -965,8 +965,7 @@ def _join_failure(cj: ChunkedJob, joiner: _Joiner, what: str) -> VideoError:
     """One line naming the source and the output the join was writing, then ffmpeg's words (its
     stderr read to the end first: a join that stopped taking frames has just said why, e.g. a full
     disk, and its reader thread may not have the line yet)."""
-    if joiner._log is not None:
-        joiner._log.join(2.0)
+    joiner.stderr_read(2.0)
     detail = joiner.detail()
     head = f"{cj.job.src}: joining its chunks into {cj.job.dst}: {what}"
     return VideoError(f"{head}: {detail}" if detail else head)

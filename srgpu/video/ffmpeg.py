@@ -144,6 +144,12 @@ class Child:
             return f"ffmpeg ({self.role}) {'was ' if how.startswith('killed') else ''}{how}"
         return log.summary() if log is not None else ""
 
+    def stderr_read(self, timeout: float = 5.0) -> None:
+        """Wait until the child's stderr is read to its end: a child that just failed has said why,
+        and ``detail`` should have it."""
+        if self._log is not None:
+            self._log.join(timeout)
+
     def _started(self, proc: subprocess.Popen) -> None:
         """Called under the start lock (e.g. to wrap the child's stdin)."""
 

@@ -324,7 +324,7 @@ class Reader(ffmpeg.Child):
             rc = proc.wait(30)
         except subprocess.TimeoutExpired:
             raise self._failure("the decoder did not exit after its last frame") from None
-        self._log.join()
+        self.stderr_read()
         self._check_errors()
         if rc != 0 and not self._killed:
             raise self._failure(f"the decoder failed ({ffmpeg.describe_exit(rc)})")

@@ -203,7 +203,7 @@ class Writer(ffmpeg.Child):
             pass
         rc = proc.wait()
         self._sink.release_all()
-        self._log.join()
+        self.stderr_read()
         if rc != 0:
             raise self._failure(f"the encoder failed ({ffmpeg.describe_exit(rc)})")
 
@@ -213,8 +213,7 @@ class Writer(ffmpeg.Child):
                 self._proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-        if self._log is not None:
-            self._log.join(2.0)
+        self.stderr_read(2.0)
         detail = self.detail()
         return VideoError(f"{self.plan.src}: {what} after {self.frames_written} frames: {detail}")
 
