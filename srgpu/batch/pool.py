@@ -22,6 +22,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 import threading
@@ -228,58 +229,14 @@ def workers_that_fit(gpus: Sequence[int]) -> tuple[int | None, str | None]:
                                  f"{PIPELINE_BYTES / 2**30:.1f} GiB a worker")
 
 
-# ---------------------------------------------------------------- in this process
-
-
-StartCallback = Callable[[Any], None]
-ErrorCallback = Callable[[Any, str], None]
-
-
-class InProcess:
-    """Runs the tasks one by one in this process, with ``engine``."""
-
-    workers = 1
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def identity(self) -> dict[str, Any]:
-        """What of the engine decides its output (srgpu.manifest.model_identity)."""
-        return model_identity(self.engine.model, self.engine.scale)
-
-    def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
-            on_result: Callable[[Any], None], on_start: StartCallback | None = None,
-            on_error: ErrorCallback | None = None) -> None:
-        for task in tasks:
-            if on_start is not None:
-                on_start(task)
-            if on_error is None:
-                on_result(task.execute(self.engine, on_frames))
-                continue
-            try:
-                result = task.execute(self.engine, on_frames)
-            except Exception as e:  # noqa: BLE001 - reported for this task; the others go on
-                on_error(task, _one_line(e))
-                continue
-            on_result(result)
-
-    def release(self) -> None:
-        """Nothing to end: the engine is the caller's."""
-
-
-# ---------------------------------------------------------------- worker processes
-
-
-_PROGRESS_EVERY = 0.2  # seconds between a worker's progress messages
-
-
 class EngineTurn:
-    """A worker's engine, one task at a time. A task that ``overlaps`` (a chunk) takes it before
-    its frames and gives it up once its last frame is processed: the worker says so (``free``),
-    and the parent sends the next task, which starts (its decoder, engine and encoder) while the
-    last one's encoder drains and its file is checked and published; at each chunk change the
-    encoders stood still for about a second (BENCHMARKS.md issue 40, session 23). ``cancel``:
-    set when the worker is ended, stopping the pipelines of tasks running in threads."""
+    """An engine (a worker's, or InProcess's), one task at a time. A task that ``overlaps`` (a
+    chunk) takes it before its frames and gives it up once its last frame is processed: the worker
+    says so (``free``), and the parent sends the next task, which starts (its decoder, engine and
+    encoder) while the last one's encoder drains and its file is checked and published; at each
+    chunk change the encoders stood still for about a second (BENCHMARKS.md issue 40, session 23).
+    ``cancel``: set when the worker or the run is ended, stopping the pipelines of tasks running in
+    threads."""
 
     def __init__(self, lock: threading.Lock, cancel: threading.Event, on_free: Callable[[], None]) -> None:
         self._lock, self.cancel, self._on_free = lock, cancel, on_free
@@ -302,6 +259,124 @@ class EngineTurn:
         if self._held:
             self._held = False
             self._lock.release()
+
+
+# ---------------------------------------------------------------- in this process
+
+
+StartCallback = Callable[[Any], None]
+ErrorCallback = Callable[[Any, str], None]
+
+
+class InProcess:
+    """Runs the tasks in this process, with ``engine``, one at a time on the engine. A task that
+    ``overlaps`` (a chunk) runs in a thread of its own and the next one starts as soon as it gives
+    the engine up (EngineTurn, as in a pool's worker), while its encoder drains and its file is
+    checked and published: one after another, the encoder stood still about a second at each
+    chunk change (BENCHMARKS.md issue 40, session 26). Progress, results and errors reach the
+    callbacks in the calling thread; a task's error is raised there as it was raised (no
+    ``on_error``) once the other task in flight is ended."""
+
+    workers = 1
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def identity(self) -> dict[str, Any]:
+        """What of the engine decides its output (srgpu.manifest.model_identity)."""
+        return model_identity(self.engine.model, self.engine.scale)
+
+    def run(self, tasks: Sequence[Any], on_frames: Callable[[int], None],
+            on_result: Callable[[Any], None], on_start: StartCallback | None = None,
+            on_error: ErrorCallback | None = None) -> None:
+        events: queue.Queue[tuple[str, int, Any]] = queue.Queue()
+        engine_lock, cancel = threading.Lock(), threading.Event()
+        threads: dict[int, threading.Thread] = {}
+        freed: set[int] = set()  # tasks in threads that gave the engine up
+        frames_of: dict[int, int] = {}
+        waiting = list(enumerate(tasks))
+
+        def in_thread(tid: int, task: Any) -> None:
+            def progress(n: int) -> None:
+                events.put(("frames", tid, n))
+
+            turn = EngineTurn(engine_lock, cancel, lambda: events.put(("free", tid, None)))
+            outcome: tuple[str, Any]
+            try:
+                outcome = ("done", task.execute(self.engine, progress, turn))
+            except BaseException as e:  # noqa: BLE001 - raised in the caller's thread
+                outcome = ("failed", e)
+            finally:
+                turn.end()
+            events.put((outcome[0], tid, outcome[1]))
+
+        try:
+            while waiting or threads:
+                if waiting and len(threads) < 2 and freed.issuperset(threads):
+                    tid, task = waiting[0]
+                    if getattr(task, "overlaps", False):
+                        waiting.pop(0)
+                        if on_start is not None:
+                            on_start(task)
+                        threads[tid] = threading.Thread(target=in_thread, args=(tid, task), daemon=True,
+                                                        name=f"srgpu-task-{tid}")
+                        threads[tid].start()
+                        continue
+                    if not threads:  # a task that does not overlap runs here, alone
+                        waiting.pop(0)
+                        self._run_here(task, on_frames, on_result, on_start, on_error)
+                        continue
+                kind, tid, payload = events.get()
+                if kind == "frames":
+                    frames_of[tid] = frames_of.get(tid, 0) + payload
+                    on_frames(payload)
+                elif kind == "free":
+                    freed.add(tid)
+                else:
+                    threads.pop(tid).join()
+                    freed.discard(tid)
+                    if kind == "done":
+                        on_result(payload)
+                    elif on_error is None:
+                        raise payload
+                    else:
+                        if frames_of.get(tid):  # its frames were not made after all
+                            on_frames(-frames_of[tid])
+                        on_error(tasks[tid], _one_line(payload))
+                    frames_of.pop(tid, None)
+        except BaseException:
+            cancel.set()  # the pipelines in flight stop as after Ctrl-C: children ended, temporaries removed
+            deadline = time.monotonic() + 15.0
+            for t in threads.values():
+                while t.is_alive() and time.monotonic() < deadline:
+                    try:
+                        t.join(max(0.0, deadline - time.monotonic()))
+                    except KeyboardInterrupt:
+                        pass  # a second Ctrl-C: the clean-up goes on
+            raise
+
+    def _run_here(self, task: Any, on_frames: Callable[[int], None], on_result: Callable[[Any], None],
+                  on_start: StartCallback | None, on_error: ErrorCallback | None) -> None:
+        if on_start is not None:
+            on_start(task)
+        if on_error is None:
+            on_result(task.execute(self.engine, on_frames))
+            return
+        try:
+            result = task.execute(self.engine, on_frames)
+        except Exception as e:  # noqa: BLE001 - reported for this task; the others go on
+            on_error(task, _one_line(e))
+            return
+        on_result(result)
+
+    def release(self) -> None:
+        """Nothing to end: the engine is the caller's."""
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+_PROGRESS_EVERY = 0.2  # seconds between a worker's progress messages
 
 
 def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:

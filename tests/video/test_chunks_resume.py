@@ -393,22 +393,11 @@ def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -
     assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []
 
 
-@pytest.mark.slow
-def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path, clip: Path) -> None:
-    """One worker: each chunk after the first is sent once the one before has processed its last
-    frame (the engine is free) and before that one's result comes back (its encoder drained, its
-    file checked and published), and the output is the in-process run's, packet for packet."""
-    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
-    reference = tmp_path / "reference.mp4"
-    cj = chunked.plan_chunked(clip, reference, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
-    assert not isinstance(cj, str) and len(cj.chunks) >= 6
-    chunked.upscale_chunked(cj, InProcess(spec.create()), encoder_threads=2)
-    dst = tmp_path / "out.mp4"
-    cj = chunked.plan_chunked(clip, dst, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
-    assert not isinstance(cj, str)
-    events: list[tuple[str, int]] = []
+def recording(runner: type, events: list[tuple[str, int]]) -> type:
+    """``runner`` (InProcess or LocalPool) that records when each chunk starts and when its result
+    comes back, in ``events``."""
 
-    class Recording(LocalPool):
+    class Recording(runner):  # type: ignore[misc, valid-type]
         def run(self, tasks, on_frames, on_result, on_start=None, on_error=None):  # type: ignore[no-untyped-def]
             def started(task):  # type: ignore[no-untyped-def]
                 events.append(("start", task.chunk.index))
@@ -421,15 +410,80 @@ def test_a_worker_starts_its_next_chunk_while_the_last_one_drains(tmp_path: Path
 
             super().run(tasks, on_frames, done, started, on_error)
 
-    with Recording(spec, ["cpu"]) as pool:
-        chunked.upscale_chunked(cj, pool, encoder_threads=2)
-    assert content(dst) == content(reference)
+    return Recording
+
+
+def every_change_overlapped(events: list[tuple[str, int]], cj: chunked.ChunkedJob) -> bool:
+    """Each chunk after the first started before the result of the chunk started before it."""
     starts = [i for kind, i in events if kind == "start"]
     assert sorted(starts) == sorted(c.index for c in cj.chunks)
     overlapped = [k for k in range(1, len(starts))
                   if events.index(("start", starts[k])) < events.index(("done", starts[k - 1]))]
-    assert len(overlapped) == len(starts) - 1, events  # every change of chunk overlapped
-    assert not chunked.work_folder(dst).exists() and leftovers(tmp_path) == []
+    return len(overlapped) == len(starts) - 1
+
+
+@pytest.mark.slow
+def test_the_next_chunk_starts_while_the_last_one_drains(tmp_path: Path, clip: Path) -> None:
+    """One worker, in a pool and in this process (one GPU and x264: the default): each chunk after
+    the first starts once the one before has processed its last frame (the engine is free) and
+    before that one's result comes back (its encoder drained, its file checked and published), and
+    the two outputs are the same, packet for packet."""
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    outputs = []
+    for name in ("pool", "in-process"):
+        dst = tmp_path / f"{name}.mp4"
+        cj = chunked.plan_chunked(clip, dst, spec.identity(), OPTIONS, workers=1, chunk_seconds=0.3)
+        assert not isinstance(cj, str) and len(cj.chunks) >= 6
+        events: list[tuple[str, int]] = []
+        if name == "pool":
+            with recording(LocalPool, events)(spec, ["cpu"]) as pool:
+                chunked.upscale_chunked(cj, pool, encoder_threads=2)
+        else:
+            chunked.upscale_chunked(cj, recording(InProcess, events)(spec.create()), encoder_threads=2)
+        assert every_change_overlapped(events, cj), (name, events)
+        assert not chunked.work_folder(dst).exists()
+        outputs.append(content(dst))
+    assert outputs[0] == outputs[1] and leftovers(tmp_path) == []
+
+
+def test_ctrl_c_in_process_ends_the_chunks_in_flight(tmp_path: Path, clip: Path) -> None:
+    """Ctrl-C while a chunk is made in this process, the one before perhaps still draining: the
+    interrupt reaches the caller once both chunks' pipelines are ended (no ffmpeg left, no
+    temporary), the chunks already made are kept, and the same run then finishes the video as an
+    uninterrupted one makes it."""
+    from test_video import ffmpeg_children
+
+    spec = EngineSpec(random_model("9-1-5", seed=7, scale=2), 2)
+    reference = tmp_path / "reference.mp4"
+    chunked.upscale_chunked(plan(clip, reference), InProcess(spec.create()), encoder_threads=2)
+    dst = tmp_path / "out.mp4"
+    cj = plan(clip, dst)
+
+    class Progress:
+        frames_made = 0
+        reused: list[int] = []
+
+        def begin(self, frames: int, chunks: int, frames_done: int, chunks_done: int) -> None:
+            self.reused.append(chunks_done)
+
+        def frames(self, n: int) -> None:  # called in the caller's thread, where a signal's handler runs
+            self.frames_made += n
+            if interrupt and self.frames_made >= len(cj.scan.pts) // 2:
+                raise KeyboardInterrupt
+
+        def chunk_done(self, done: int, total: int) -> None: ...
+
+        def joining(self) -> None: ...
+
+    engine, progress, interrupt = spec.create(), Progress(), True
+    with pytest.raises(KeyboardInterrupt):
+        chunked.upscale_chunked(cj, InProcess(engine), progress=progress, encoder_threads=2)
+    assert ffmpeg_children() == [] and leftovers(tmp_path) == [] and not dst.exists()
+    assert [t.name for t in threading.enumerate() if t.name.startswith(("srgpu-task-", "srgpu-join"))] == []
+    interrupt = False
+    chunked.upscale_chunked(plan(clip, dst), InProcess(engine), progress=progress, encoder_threads=2)
+    assert 0 < progress.reused[1] < len(cj.chunks)  # the chunks made before Ctrl-C, kept
+    assert content(dst) == content(reference) and leftovers(tmp_path) == []
 
 
 def test_a_local_worker_trusts_the_coordinators_scan_of_the_same_file(tmp_path: Path, clip: Path,
