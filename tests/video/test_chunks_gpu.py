@@ -12,7 +12,7 @@ import pytest
 from srgpu.model import random_model
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoOptions, upscale_video
-from srgpu.batch.pool import EngineSpec, LocalPool
+from srgpu.batch.pool import EngineSpec, InProcess, LocalPool
 from test_chunks import shown
 from test_video import decode, leftovers
 
@@ -89,6 +89,31 @@ def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> Non
         result = chunked.upscale_chunked(cj, pool)
     assert result.decoder == "h264_cuvid" and result.frames == cj.scan.frames
     close_enough(dst, single)
+
+
+@pytest.mark.parametrize("gpu", [0, 1])
+def test_one_worker_in_process_overlaps_its_chunks_on_nvdec(tmp_path: Path, clip: Path, single: Path, gpu: int) -> None:
+    """One worker (one GPU and x264: the default) makes the chunks in this process, each in a thread
+    of its own, the next started while the last one drains: NVDEC decodes them, every change of chunk
+    overlaps, and the output is the single pipeline's; on the second GPU too (a thread's current
+    device is GPU 0 until it says otherwise: a machine with one GPU skips that case)."""
+    from srgpu.engine.gpuinfo import cuda_status
+    from test_chunks_resume import every_change_overlapped, recording
+
+    if gpu >= len(cuda_status().devices):
+        pytest.skip(f"no cuda:{gpu} here")
+    dst = tmp_path / "in_process.mkv"
+    options = VideoOptions(OPTIONS.encode, hwdec="auto")
+    spec = EngineSpec(SPEC.model, SPEC.scale, device=f"cuda:{gpu}", precision=SPEC.precision)
+    cj = chunked.plan_chunked(clip, dst, spec.identity(), options, workers=1, chunk_seconds=0.6, gpu=gpu)
+    assert not isinstance(cj, str) and cj.nvdec == "h264_cuvid" and len(cj.chunks) >= 4, cj
+    events: list[tuple[str, int]] = []
+    with spec.create() as engine:
+        result = chunked.upscale_chunked(cj, recording(InProcess, events)(engine))
+    assert result.decoder == "h264_cuvid" and result.frames == cj.scan.frames
+    assert every_change_overlapped(events, cj), events
+    close_enough(dst, single)
+    assert leftovers(tmp_path) == [] and not chunked.work_folder(dst).exists()
 
 
 def test_chunks_on_two_gpus(tmp_path: Path, clip: Path, single: Path) -> None:
