@@ -324,6 +324,7 @@ class Reader(ffmpeg.Child):
             rc = proc.wait(30)
         except subprocess.TimeoutExpired:
             raise self._failure("the decoder did not exit after its last frame") from None
+        proc.stdout.close()  # type: ignore[union-attr]  # read to its end; else it waits for the garbage collector
         self.stderr_read()
         self._check_errors()
         if rc != 0 and not self._killed:

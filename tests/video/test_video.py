@@ -369,6 +369,29 @@ def test_the_pipeline_needs_the_frame_size_before_decoding(tmp_path: Path, bicub
     assert reader._proc is None and not job.plan.tmp.exists()
 
 
+def test_a_finished_run_leaves_no_pipe_open(tmp_path: Path, bicubic2: BicubicEngine) -> None:
+    """Every pipe to ffmpeg is closed when a video is done, not when the garbage collector finds it:
+    the decoder's stdout, read to its end, stayed open in a reference cycle (a folder of videos
+    held one descriptor per finished video until a collection; under pytest 9 its ResourceWarning
+    failed whichever test ran then)."""
+    import gc
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("counts this process's open descriptors in /proc")
+    src = make_clip(tmp_path / "src.mkv", size="320x240", frames=10)
+    options = VideoOptions(EncodeOptions(codec="ffv1"))
+    upscale_video(src, tmp_path / "warm.mkv", bicubic2, options)
+    gc.collect()
+    gc.disable()
+    try:
+        before = set(os.listdir("/proc/self/fd"))
+        upscale_video(src, tmp_path / "out.mkv", bicubic2, options)
+        left = set(os.listdir("/proc/self/fd")) - before
+    finally:
+        gc.enable()
+    assert left == set()
+
+
 def test_a_failure_while_the_pipeline_starts_leaves_no_decoder_running(tmp_path: Path, bicubic2: BicubicEngine,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The decoder is started before the engine allocates its buffers: if that allocation fails
