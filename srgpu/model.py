@@ -174,7 +174,7 @@ def load_npz(path: str | Path) -> SRCNNModel:
     if not path.is_file():
         raise ModelError(f"{src}: no such model file")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:  # numpy leaves its own file open on a bad zip
             contents = {k: z[k] for k in z.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, AttributeError) as e:
         # numpy's own messages talk of pickles and allow_pickle; say what srgpu wanted instead

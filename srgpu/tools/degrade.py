@@ -14,6 +14,7 @@ import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import cv2
@@ -163,7 +164,7 @@ def _video_intra(frames: np.ndarray, codec: str, crf: int) -> np.ndarray:
                    for a in ("-map", f"[o{i}]", *encoder_args(codec, crf), "-fps_mode", "passthrough", "-f", codec, name)]
         _run([exe, *quiet, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s", f"{pw}x{ph}", "-framerate", "25",
               "-i", "pipe:0", "-filter_complex", graph, *outputs], raw, f"{ENCODERS[codec]} encode")
-        bitstream = b"".join(open(name, "rb").read() for name in names)
+        bitstream = b"".join(Path(name).read_bytes() for name in names)
     decode = [exe, *quiet, "-f", codec, "-i", "pipe:0", "-fps_mode", "passthrough", "-f", "rawvideo",
               "-pix_fmt", "yuv420p", "pipe:1"]
     decoded = _run(decode, bitstream, f"{codec} decode")

@@ -94,7 +94,7 @@ def test_the_next_run_removes_what_a_killed_run_left(slow_clip: Path, tmp_path: 
     proc = start(slow_clip, dst)
     left = wait_for_temporary(proc, tmp_path)
     proc.kill()
-    proc.wait()
+    proc.communicate()  # reaped, its pipes closed
     for pid in ffmpeg_writing(left):  # orphans of the killed run, as after a power cut: gone
         os.kill(pid, signal.SIGKILL)
     assert left.exists()
