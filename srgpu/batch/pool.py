@@ -337,8 +337,8 @@ class InProcess:
                     freed.discard(tid)
                     if kind == "done":
                         on_result(payload)
-                    elif on_error is None:
-                        raise payload
+                    elif on_error is None or not isinstance(payload, Exception):
+                        raise payload  # KeyboardInterrupt, SystemExit: not one task's failure
                     else:
                         if frames_of.get(tid):  # its frames were not made after all
                             on_frames(-frames_of[tid])
