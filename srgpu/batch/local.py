@@ -25,7 +25,8 @@ from ..outputs import OutputExistsError
 from .stages import Budget, InOrder, StageClock, StageTimes, default_budget
 from ..video.options import VideoOptions
 from .plan import BatchError, BatchPlan, BatchResult, FileCallback, FramesCallback, Job, Outcome, OutcomeCallback
-from ..images.upscale import DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format
+from ..images.upscale import (DEFAULT_MAX_PIXELS, RowsCallback, _PlaneProcessor, _check_alpha, fit_to_format,
+                              format_notes)
 from .resume import JobStat, Resume, ToRun
 from .tasks import OutputFolders, _failure, _video_job, naming, prepare_job
 
@@ -204,10 +205,11 @@ class _Writers:
         if self.resume:
             self.resume.begin(job)
         try:
+            fitted = format_notes(data.pixels, job.dst.suffix)
             pixels = fit_to_format(data.pixels, job.dst.suffix, job.src)
             written = write_image_atomic(job.dst, pixels, replace=go.replace, icc=data.icc, order=data.order,
                                          png_compression=self.png_compression, scratch=True,
-                                         gray_alpha=data.gray_alpha)
+                                         gray_alpha=data.gray_alpha, png_colour=data.png_colour)
         except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
             failed = Outcome(job, "failed", str(e))
         except ImageFileError as e:
@@ -217,7 +219,7 @@ class _Writers:
         else:
             if self.resume:
                 self.resume.finish(job, go, written.size)
-            return Outcome(job, "done", notes=go.notes + written.notes, redone=bool(go.redo))
+            return Outcome(job, "done", notes=go.notes + fitted + written.notes, redone=bool(go.redo))
         if self.resume:
             self.resume.abandon(job)
         return failed

@@ -178,13 +178,22 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def walk(folder: Path, exclude: Path | None = None) -> list[Path]:
     """Every non-hidden file under ``folder``, sorted, not descending into ``exclude`` (the output
-    folder when it lies inside the input) or hidden folders, not following directory links."""
+    folder when it lies inside the input) or hidden folders. Links to folders are followed, as links
+    to files are (a folder of links to photos kept elsewhere is the user's folder, as ``cp -rL``
+    copies it), except a link to a folder the walk is already inside (a loop)."""
     found: list[Path] = []
     excluded = exclude.resolve() if exclude is not None else None
-    for root, dirs, files in os.walk(folder, followlinks=False):
+    inside: dict[str, frozenset[Path]] = {str(folder): frozenset({folder.resolve()})}  # real folders above
+    for root, dirs, files in os.walk(folder, followlinks=True):
         here = Path(root)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                         and (excluded is None or (here / d).resolve() != excluded))
+        above = inside.pop(root, frozenset())
+        kept = []
+        for d in sorted(d for d in dirs if not d.startswith(".")):
+            real = (here / d).resolve()
+            if real != excluded and real not in above:
+                kept.append(d)
+                inside[os.path.join(root, d)] = above | {real}
+        dirs[:] = kept
         found.extend(here / f for f in sorted(files) if not f.startswith("."))
     return found
 

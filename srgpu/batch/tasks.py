@@ -27,7 +27,7 @@ from .. import outputs
 from ..engine.base import Engine
 from ..errors import ImageFileError
 from ..images.files import read_image_data, write_image_atomic
-from ..images.upscale import RowsCallback, _check_alpha, fit_to_format, image_processor_for
+from ..images.upscale import RowsCallback, _check_alpha, fit_to_format, format_notes, image_processor_for
 from ..outputs import OutputExistsError
 from ..video.options import VideoOptions
 from .plan import BatchPlan, FramesCallback, Job, Outcome, _same, unsupported, video_api
@@ -119,14 +119,16 @@ def upscale_image_file(job: Job, replace_output: bool, processor: ImageProcessor
         data = read_image_data(job.src, processor.order, max_pixels)  # type: ignore[arg-type]
         _check_alpha(data.pixels, job.dst.suffix, job.src)  # before the upscale: it would be for nothing
         pixels = processor.submit(data.pixels, on_rows).wait()
+        fitted = format_notes(pixels, job.dst.suffix)
         pixels = fit_to_format(pixels, job.dst.suffix, job.src)
         written = write_image_atomic(job.dst, pixels, replace=replace_output, icc=data.icc, order=data.order,
-                                     png_compression=png_compression, scratch=True, gray_alpha=data.gray_alpha)
+                                     png_compression=png_compression, scratch=True, gray_alpha=data.gray_alpha,
+                                     png_colour=data.png_colour)
     except OutputExistsError as e:  # a file appeared at dst meanwhile: kept, and said so
         return Outcome(job, "failed", str(e), time.perf_counter() - started), None
     except (ImageFileError, OSError, MemoryError) as e:
         return _failure(job, e, time.perf_counter() - started), None
-    return Outcome(job, "done", seconds=time.perf_counter() - started, notes=written.notes), written.size
+    return Outcome(job, "done", seconds=time.perf_counter() - started, notes=fitted + written.notes), written.size
 
 
 def _failure(job: Job, error: BaseException, seconds: float) -> Outcome:

@@ -9,6 +9,7 @@ import json
 import platform
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 import typer
@@ -16,7 +17,7 @@ from .. import __version__
 from ..engine import Engine, EngineError, GPUOptions, create_engine
 from ..errors import ImageFileError
 from ..images.upscale import DEFAULT_MAX_PIXELS
-from ..batch.plan import BatchError, BatchPlan, plan_batch
+from ..batch.plan import BatchError, BatchPlan, BatchResult, Outcome, plan_batch
 from ..batch.local import ImageOptions, run_batch
 from ..batch.route import (Callbacks, UpscaleOptions, describe_engine, folder_encoder, make_engine,
                            upscale as route_upscale)
@@ -138,12 +139,30 @@ class _Shown(Callbacks):
 
     def __init__(self, report: JsonReport, quiet: bool, options: UpscaleOptions) -> None:
         self.report, self.quiet, self.options = report, quiet, options
+        self.plan: BatchPlan | None = None
+        self.outcomes: list[Outcome] = []  # a folder's files as they end, for the summary of a run stopped midway
+        self.started = time.monotonic()
+
+    def _tally(self, on_done: Callable[[Outcome], None]) -> Callable[[Outcome], None]:
+        def both(outcome: Outcome) -> None:
+            self.outcomes.append(outcome)
+            on_done(outcome)
+        return both
+
+    def interrupted(self) -> None:
+        """A folder's summary line when Ctrl-C or a signal stops it: what was done, what was not."""
+        if self.plan is None or self.plan.single or self.quiet:
+            return
+        made = BatchResult(tuple(self.outcomes), time.monotonic() - self.started)
+        left = len(self.plan.jobs) - len(self.outcomes)
+        _info(f"stopped: {made.summary()}; {left} of {len(self.plan.jobs)} files not done (the same command "
+              "goes on with them)", False)
 
     def say(self, message: str) -> None:
         _info(message, self.quiet)
 
     def planned(self, plan: BatchPlan) -> None:
-        self.report.plan = plan
+        self.report.plan = self.plan = plan
 
     def model(self, model: SRCNNModel) -> None:
         o = self.options
@@ -157,14 +176,16 @@ class _Shown(Callbacks):
 
     def batch_progress(self, plan: BatchPlan) -> _Progress:
         progress = _Progress(plan, self.quiet)
-        progress.done = self.report.watch(progress.done)  # type: ignore[method-assign]
+        progress.done = self._tally(self.report.watch(progress.done))  # type: ignore[method-assign]
         return progress
 
     def chunk_progress(self, name: str) -> _ChunkBar:
         return _ChunkBar(name, self.quiet)
 
     def files_progress(self, plan: BatchPlan) -> _FilesProgress:
-        return _FilesProgress(plan, self.quiet)
+        progress = _FilesProgress(plan, self.quiet)
+        progress.done = self._tally(self.report.watch(progress.done))  # type: ignore[method-assign]
+        return progress
 
 
 # ---------------------------------------------------------------- upscale
@@ -230,7 +251,12 @@ def upscale(
                                  images=ImageOptions(jobs=jobs, png_compression=png_compression,
                                                      max_pixels=_max_pixels(max_megapixels)),
                                  workers=workers, gpus=gpus, chunk_seconds=chunk_seconds, cluster=cluster)
-        result = route_upscale(options, _Shown(report, quiet, options))
+        shown = _Shown(report, quiet, options)
+        try:
+            result = route_upscale(options, shown)
+        except KeyboardInterrupt:
+            shown.interrupted()
+            raise
         if result.batch is None:  # a video cut into chunks
             job = result.plan.jobs[0]
             report.chunked(job, result.video, Chunks(result.chunks, result.reused_chunks, result.reused_frames),

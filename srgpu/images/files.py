@@ -18,10 +18,11 @@ from typing import Callable, Iterator, Literal, Optional
 import cv2
 import numpy as np
 
-from . import jpegstrips, pngstrips
+from . import jpegstrips, pngchunks, pngstrips
 from .. import outputs
 from ..errors import ImageFileError
-from .meta import (add_tiff_icc, declared_size, exif_orientation, frame_count, icc_colour_space, icc_well_formed, tiff_icc, upright)
+from .meta import (add_tiff_icc, bmp_core_header, declared_size, exif_orientation, frame_count, icc_colour_space,
+                   icc_well_formed, is_tiff, tiff_icc, upright)
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
 # where OpenCV writes an ICC profile; TIFF: srgpu adds it (srgpu.images.meta)
@@ -42,6 +43,7 @@ class ImageData:
     orientation: int = 1  # the EXIF orientation the file gave (already applied to pixels)
     order: ChannelOrder = "rgb"  # the colour channels' order in ``pixels``
     gray_alpha: bool = False  # a gray+alpha file, which OpenCV decodes as RGBA with R = G = B
+    png_colour: tuple[pngchunks.Chunk, ...] = ()  # a PNG file's gAMA, cHRM, sRGB and cICP chunks
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,10 @@ def read_image_data(path: str | Path, order: ChannelOrder = "rgb", max_pixels: i
         code = cv2.COLOR_BGRA2RGBA if image.shape[2] == 4 else cv2.COLOR_BGR2RGB
         image = cv2.cvtColor(image, code)
     orientation = exif_orientation(exif) if exif else 1
-    gray_alpha = image.ndim == 3 and image.shape[2] == 4 and _png_colour_type(data) == PNG_GRAY_ALPHA
-    return ImageData(upright(image, orientation), icc, orientation, order, gray_alpha)
+    colour_type = _png_colour_type(data)
+    gray_alpha = image.ndim == 3 and image.shape[2] == 4 and colour_type in (0, PNG_GRAY_ALPHA)
+    png_colour = pngchunks.colour_chunks(data[:1 << 20].tobytes()) if colour_type is not None else ()
+    return ImageData(upright(image, orientation), icc, orientation, order, gray_alpha, png_colour)
 
 
 PNG_GRAY_ALPHA = 4  # the IHDR colour type
@@ -143,7 +147,7 @@ def _check_declared(path: Path, data: memoryview, max_pixels: int | None) -> Non
 
 # what a file of several frames is, by its first bytes
 _MULTI = {b"RIFF": ("an animated WebP", "frames"), b"\x89PNG": ("an animated PNG (APNG)", "frames"),
-          b"II*\x00": ("a multi-page TIFF", "pages"), b"MM\x00*": ("a multi-page TIFF", "pages")}
+          **{magic: ("a multi-page TIFF", "pages") for magic in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")}}
 
 
 def _opencv_reason(error: cv2.error) -> str:
@@ -155,14 +159,33 @@ def _opencv_reason(error: cv2.error) -> str:
 def _decode(data: np.ndarray) -> tuple[np.ndarray | None, bytes | None, bytes | None]:
     """(image as OpenCV decodes it unchanged, EXIF block, ICC profile). IMREAD_UNCHANGED keeps alpha
     and 16 bits but ignores the EXIF orientation, which read_image_data applies."""
-    image, kinds, blobs = cv2.imdecodeWithMetadata(data, flags=cv2.IMREAD_UNCHANGED)
+    # OpenCV reads an OS/2 bitmap's colours only when asked for colour (unchanged, it returns one
+    # channel of them); such a file has no alpha and 8 bits at most, so nothing else is lost
+    flags = cv2.IMREAD_COLOR if bmp_core_header(data[:18].tobytes()) else cv2.IMREAD_UNCHANGED
+    image, kinds, blobs = cv2.imdecodeWithMetadata(data, flags=flags)
     if image is None or image.size == 0:
         return None, None, None
     found = {int(k): np.asarray(b).tobytes() for k, b in zip(kinds, blobs)}
     icc = found.get(cv2.IMAGE_METADATA_ICCP)
-    if icc is None and data[:4].tobytes() in (b"II*\x00", b"MM\x00*"):  # OpenCV reads no TIFF profile
+    if icc is None and is_tiff(data[:4].tobytes()):  # OpenCV reads no TIFF profile
         icc = tiff_icc(data.tobytes())
-    return image, found.get(cv2.IMAGE_METADATA_EXIF), icc
+    return _gray_key_to_alpha(image, data), found.get(cv2.IMAGE_METADATA_EXIF), icc
+
+
+def _gray_key_to_alpha(image: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """A gray PNG whose tRNS chunk names one gray level transparent, as gray+alpha (RGBA with R = G
+    = B, as OpenCV decodes a gray+alpha file): OpenCV drops that transparency for gray images (it
+    keeps it for RGB and palette ones, as RGBA)."""
+    if image.ndim != 2 or _png_colour_type(data) != 0:
+        return image
+    key = pngchunks.gray_transparent_level(data[:1 << 20].tobytes())  # (the chunks come before the image)
+    if key is None:
+        return image
+    depth = int(data[24])
+    if depth < 8:  # decoded with its levels spread over 0-255
+        key = key * 255 // ((1 << depth) - 1)
+    alpha = np.where(image == key, 0, np.iinfo(image.dtype).max).astype(image.dtype)
+    return cv2.merge([image, image, image, alpha])
 
 
 def encode_image_data(image: np.ndarray, extension: str, icc: bytes | None = None,
@@ -302,7 +325,8 @@ def _encode_with_icc(image: np.ndarray, ext: str, params: list[int], icc: bytes)
 
 def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True, icc: bytes | None = None,
                        order: ChannelOrder = "rgb", png_compression: int | None = None,
-                       scratch: bool = False, gray_alpha: bool = False) -> Written:
+                       scratch: bool = False, gray_alpha: bool = False,
+                       png_colour: tuple[pngchunks.Chunk, ...] = ()) -> Written:
     """Encode (with the ICC profile ``icc`` where the format holds it), write under srgpu's
     temporary name in the target directory, check that the file on disk is the whole encoded file,
     then publish it (srgpu.outputs): a full disk or an interrupted run never leaves a truncated file
@@ -312,12 +336,15 @@ def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True
     encoder may leave in its own channel order (no swap back of a large output). ``gray_alpha``:
     ``image`` is RGBA made from a gray+alpha file (ImageData.gray_alpha), written as gray+alpha
     where the format holds it (PNG), its gray the green samples (the others equal to within one
-    level, from rounding the colour conversion)."""
+    level, from rounding the colour conversion). ``png_colour``: a PNG source's colour chunks
+    (ImageData.png_colour), written into a PNG output, else a note says they are not kept."""
     path = Path(path)
     if gray_alpha and path.suffix.lower() == ".png" and image.ndim == 3 and image.shape[2] == 4:
         image = np.ascontiguousarray(image[..., 1::2])  # G and A: the same places in RGBA and BGRA
     with _as_bgr(image, order, restore=not scratch) as bgr:
         encoded = _encode_bgr(bgr, path.suffix.lower(), icc, 95, png_compression=png_compression)
+    if png_colour:
+        encoded = _with_png_colour(encoded, path.suffix.lower(), png_colour)
     try:
         tmp, fd = outputs.create_temp(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -334,6 +361,18 @@ def write_image_atomic(path: str | Path, image: np.ndarray, replace: bool = True
         raise
     outputs.publish(tmp, path, replace)
     return Written(encoded.size, encoded.notes)
+
+
+def _with_png_colour(encoded: Encoded, ext: str, chunks: tuple[pngchunks.Chunk, ...]) -> Encoded:
+    """``encoded`` with a PNG source's colour chunks, or a note where they cannot go."""
+    names = ", ".join(k.decode() for k, _ in chunks)
+    if ext != ".png":
+        return Encoded(encoded.pieces, encoded.notes + (f"its PNG colour chunks ({names}) are not kept: "
+                                                        f"{ext} files cannot hold them",))
+    pieces = pngchunks.insert_after_header(encoded.pieces[0], chunks)
+    if pieces is None:
+        return Encoded(encoded.pieces, encoded.notes + (f"its PNG colour chunks ({names}) are not kept",))
+    return Encoded(pieces + encoded.pieces[1:], encoded.notes)
 
 
 VERIFY_BYTES = 64  # of the file's start and end read back: its header and trailer (PNG's IEND, ...)

@@ -1,5 +1,6 @@
 """The two pieces of image metadata that change how an image looks, read and written where OpenCV
-does not: the EXIF orientation and a TIFF file's ICC colour profile.
+does not: the EXIF orientation and a TIFF file's ICC colour profile; and what a file declares
+before it is decoded (its size, its frames or pages).
 
 OpenCV (4.13 and later) hands srgpu the EXIF block and the ICC profile of PNG, JPEG and WebP
 files (``cv2.imdecodeWithMetadata``) and writes an ICC profile into them
@@ -12,38 +13,77 @@ IFD of 12-byte entries), read here with bounds checks: anything malformed reads 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
 ORIENTATION_TAG = 0x0112
 ICC_TAG = 34675  # InterColorProfile
-_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8}
+_TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 16: 8, 17: 8, 18: 8}
 
 
-def _header(data: bytes) -> tuple[str, int] | None:
-    """(byte order, offset of the first IFD) of a classic TIFF structure, or None."""
-    if data[:4] == b"II*\x00":
-        order = "<"
-    elif data[:4] == b"MM\x00*":
-        order = ">"
-    else:
-        return None
-    return order, struct.unpack(order + "I", data[4:8])[0]
+@dataclass(frozen=True)
+class _Layout:
+    """How a TIFF structure's numbers are laid out: classic TIFF (2-byte entry counts, 12-byte
+    entries, 4-byte offsets) or BigTIFF (8-byte counts, 20-byte entries, 8-byte offsets)."""
+
+    order: str  # "<" or ">"
+    big: bool = False
+
+    @property
+    def count(self) -> str:
+        return "Q" if self.big else "H"
+
+    @property
+    def offset(self) -> str:
+        return "Q" if self.big else "I"
+
+    @property
+    def count_size(self) -> int:
+        return 8 if self.big else 2
+
+    @property
+    def entry_size(self) -> int:
+        return 20 if self.big else 12
+
+    @property
+    def offset_size(self) -> int:
+        return 8 if self.big else 4
 
 
-def _entries(data: bytes) -> tuple[str, int, list[bytes]] | None:
-    """(byte order, offset of the first IFD, its 12-byte entries), or None where malformed."""
+def _header(data: bytes) -> tuple[_Layout, int] | None:
+    """(layout, offset of the first IFD) of a TIFF structure (classic or BigTIFF), or None."""
+    if data[:4] in (b"II*\x00", b"MM\x00*"):
+        layout = _Layout("<" if data[:2] == b"II" else ">")
+        return layout, struct.unpack(layout.order + "I", data[4:8])[0]
+    if data[:4] in (b"II+\x00", b"MM\x00+") and len(data) >= 16:
+        layout = _Layout("<" if data[:2] == b"II" else ">", big=True)
+        if struct.unpack(layout.order + "HH", data[4:8]) != (8, 0):  # offset size 8, then zero
+            return None
+        return layout, struct.unpack(layout.order + "Q", data[8:16])[0]
+    return None
+
+
+def is_tiff(data: bytes | memoryview) -> bool:
+    """Whether ``data`` starts as a TIFF file (classic or BigTIFF)."""
+    return bytes(data[:4]) in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
+def _entries(data: bytes) -> tuple[_Layout, int, list[bytes]] | None:
+    """(layout, offset of the first IFD, its entries), or None where malformed."""
     head = _header(data)
     if head is None:
         return None
-    order, offset = head
-    if offset < 8 or offset + 2 > len(data):
+    layout, offset = head
+    if offset < 8 or offset + layout.count_size > len(data):
         return None
-    count = struct.unpack(order + "H", data[offset:offset + 2])[0]
-    end = offset + 2 + 12 * count
-    if end + 4 > len(data):
+    count = struct.unpack(layout.order + layout.count, data[offset:offset + layout.count_size])[0]
+    first = offset + layout.count_size
+    end = first + layout.entry_size * count
+    if end + layout.offset_size > len(data):
         return None
-    return order, offset, [data[offset + 2 + 12 * i:offset + 14 + 12 * i] for i in range(count)]
+    size = layout.entry_size
+    return layout, offset, [data[first + size * i:first + size * (i + 1)] for i in range(count)]
 
 
 def tiff_tag(data: bytes, tag: int) -> tuple[int, bytes] | None:
@@ -51,15 +91,18 @@ def tiff_tag(data: bytes, tag: int) -> tuple[int, bytes] | None:
     parsed = _entries(data)
     if parsed is None:
         return None
-    order, _, entries = parsed
+    layout, _, entries = parsed
+    inline = layout.offset_size  # values this small are stored in the entry itself
     for entry in entries:
-        found, kind, count = struct.unpack(order + "HHI", entry[:8])
+        found, kind = struct.unpack(layout.order + "HH", entry[:4])
         if found != tag:
             continue
+        count = struct.unpack(layout.order + layout.offset, entry[4:4 + inline])[0]
         size = _TYPE_SIZES.get(kind, 0) * count
-        if size <= 4:
-            return kind, entry[8:8 + size]
-        start = struct.unpack(order + "I", entry[8:12])[0]
+        value = entry[4 + inline:4 + 2 * inline]
+        if size <= inline:
+            return kind, value[:size]
+        start = struct.unpack(layout.order + layout.offset, value)[0]
         return (kind, data[start:start + size]) if start + size <= len(data) else None
     return None
 
@@ -102,9 +145,10 @@ def add_tiff_icc(data: bytes, icc: bytes) -> bytes | None:
     not a classic TIFF srgpu can extend. Nothing is moved: the profile and a copy of the first IFD
     with the profile's entry added go at the end, and the header points to the new IFD."""
     parsed = _entries(data)
-    if parsed is None:
+    if parsed is None or parsed[0].big:
         return None
-    order, offset, entries = parsed
+    layout, offset, entries = parsed
+    order = layout.order
     count = len(entries)
     next_ifd = data[offset + 2 + 12 * count:offset + 6 + 12 * count]  # further pages stay linked
     out = bytearray(data)
@@ -152,13 +196,15 @@ def declared_size(data: bytes | memoryview) -> tuple[int, int] | None:
             w, h = struct.unpack(">II", data[16:24])
             return w, h
         if data[:2] == b"BM" and len(data) >= 26:
+            if bmp_core_header(data):  # OS/2's BITMAPCOREHEADER: 16-bit width and height
+                return struct.unpack("<HH", data[18:22])
             w, h = struct.unpack("<ii", data[18:26])
             return abs(w), abs(h)  # a negative height: rows stored top-down
         if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
             return _webp_size(data)
         if data[:2] == b"\xff\xd8":
             return _jpeg_size(data)
-        if _header(bytes(data[:8])) is not None:
+        if _header(bytes(data[:16])) is not None:
             return _tiff_size(data)
     except struct.error:
         return None
@@ -201,16 +247,20 @@ def _jpeg_size(data: bytes | memoryview) -> tuple[int, int] | None:
     return None
 
 
+def bmp_core_header(data: bytes | memoryview) -> bool:
+    """Whether a BMP file's header is OS/2's BITMAPCOREHEADER (12 bytes) rather than Windows' own."""
+    return bytes(data[:2]) == b"BM" and len(data) >= 18 and struct.unpack("<I", data[14:18])[0] == 12
+
+
 def _tiff_number(data: bytes, tag: int) -> int | None:
     found = tiff_tag(data, tag)
     if found is None or not found[1]:
         return None
     kind, value = found
     order = "<" if data[:2] == b"II" else ">"
-    if kind == 3:
-        return struct.unpack(order + "H", value[:2])[0]
-    if kind == 4:
-        return struct.unpack(order + "I", value[:4])[0]
+    formats = {3: "H", 4: "I", 16: "Q"}
+    if kind in formats and len(value) >= struct.calcsize(formats[kind]):
+        return struct.unpack(order + formats[kind], value[:struct.calcsize(formats[kind])])[0]
     return None
 
 
@@ -228,7 +278,7 @@ def frame_count(data: bytes | memoryview) -> int:
             return _webp_frames(data)
         if data[:8] == b"\x89PNG\r\n\x1a\n":
             return _png_frames(data)
-        if _header(bytes(data[:8])) is not None:
+        if _header(bytes(data[:16])) is not None:
             return _tiff_pages(data)
     except struct.error:
         return 1
@@ -247,15 +297,19 @@ def _webp_frames(data: bytes | memoryview) -> int:
 
 
 def _png_frames(data: bytes | memoryview) -> int:
-    at = 8
+    """An APNG's images: acTL's frame count, plus one where the default image (IDAT) is not the
+    animation's first frame (no fcTL before it), which viewers then never show but decoders read."""
+    at, frames = 8, None
     while at + 8 <= len(data):
         size, kind = struct.unpack(">I", data[at:at + 4])[0], bytes(data[at + 4:at + 8])
         if kind == b"acTL":  # APNG's animation control: its frame count first
-            return max(1, struct.unpack(">I", data[at + 8:at + 12])[0])
-        if kind in (b"IDAT", b"IEND"):  # acTL comes before the image data
-            return 1
+            frames = struct.unpack(">I", data[at + 8:at + 12])[0]
+        elif kind == b"fcTL" and frames is not None:  # the default image is the animation's first frame
+            return max(1, frames)
+        elif kind in (b"IDAT", b"IEND"):  # acTL comes before the image data
+            return 1 if frames is None else frames + 1
         at += 12 + size
-    return 1
+    return max(1, frames or 1)
 
 
 def _tiff_pages(data: bytes | memoryview) -> int:
@@ -263,14 +317,14 @@ def _tiff_pages(data: bytes | memoryview) -> int:
     parsed = _entries(data)
     if parsed is None:
         return 1
-    order, offset, _ = parsed
+    layout, offset, _ = parsed
     pages, seen = 0, set()
-    while offset and offset not in seen and pages < MAX_PAGES and offset + 2 <= len(data):
+    while offset and offset not in seen and pages < MAX_PAGES and offset + layout.count_size <= len(data):
         seen.add(offset)
         pages += 1
-        count = struct.unpack(order + "H", data[offset:offset + 2])[0]
-        end = offset + 2 + 12 * count
-        if end + 4 > len(data):
+        count = struct.unpack(layout.order + layout.count, data[offset:offset + layout.count_size])[0]
+        end = offset + layout.count_size + layout.entry_size * count
+        if end + layout.offset_size > len(data):
             break
-        offset = struct.unpack(order + "I", data[end:end + 4])[0]
+        offset = struct.unpack(layout.order + layout.offset, data[end:end + layout.offset_size])[0]
     return max(pages, 1)

@@ -131,6 +131,13 @@ def fit_to_format(image: np.ndarray, suffix: str, src: Path | None = None) -> np
     return image
 
 
+def format_notes(image: np.ndarray, suffix: str) -> tuple[str, ...]:
+    """What fit_to_format gives up of ``image`` for this output format, in words for the summary."""
+    if suffix.lower() in _EIGHT_BIT_ONLY and image.dtype == np.uint16:
+        return (f"its 16-bit samples are rounded to 8 bits: {suffix.lower()} files hold 8",)
+    return ()
+
+
 def _check_alpha(image: np.ndarray, suffix: str, src: Path | None) -> None:
     if suffix.lower() in _NO_ALPHA and image.ndim == 3 and image.shape[2] == 4:
         name = f"{src}: " if src else ""

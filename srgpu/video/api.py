@@ -309,11 +309,17 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
     notes: list[str] = []
 
     # pixel formats: the pipe carries the source's own family; alpha only where it can be kept
-    wants_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
+    # (VP8/VP9 keep theirs in a side stream that only libvpx decodes; ffv1, ProRes 4444 and the
+    # like decode to a yuva format themselves; a gray+alpha source's alpha has no pipe layout)
+    vp_alpha = stream.meta("alpha_mode") == "1" and stream.codec in _ALPHA_DECODERS
+    native_alpha = bool(stream.pix_fmt) and stream.pix_fmt.startswith("yuva")  # type: ignore[union-attr]
+    gray_alpha = bool(stream.pix_fmt) and stream.pix_fmt.startswith("ya")  # type: ignore[union-attr]
+    wants_alpha = vp_alpha or native_alpha
     alpha_ok = any(LAYOUTS.get(f) is not None and LAYOUTS[f].alpha for f in supported)
     if encoder.pix_fmt:
         alpha_ok = encoder.pix_fmt in LAYOUTS and LAYOUTS[encoder.pix_fmt].alpha
-    decoder = _ALPHA_DECODERS[stream.codec] if wants_alpha and alpha_ok else None
+    decoder = _ALPHA_DECODERS[stream.codec] if vp_alpha and alpha_ok else None
+    keep_alpha = alpha_ok and (decoder is not None or native_alpha)
     deint, deint_note = deinterlace.choose(stream, options.deinterlace,
                                            lambda: deinterlace.first_frame_order(src, stream.index, decoder))
     if deint_note:
@@ -326,8 +332,10 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
         notes.append(f"alpha channel left out: {encoder.codec}"
                      f"{' with ' + encoder.pix_fmt if encoder.pix_fmt else ''} cannot store it "
                      "(ffv1 and prores_ks can)")
+    if gray_alpha:
+        notes.append(f"alpha channel left out: srgpu carries a gray+alpha source ({stream.pix_fmt}) as gray")
     pix_fmt_in = ("yuva420p" if decoder else stream.pix_fmt) or "yuv420p"
-    fmt = source_format(pix_fmt_in, keep_alpha=bool(decoder))
+    fmt = source_format(pix_fmt_in, keep_alpha=keep_alpha)
     layout = fmt.layout
     if fmt.note:
         notes.append(fmt.note)
@@ -409,7 +417,7 @@ def plan_video(src: str | os.PathLike, dst: str | os.PathLike, scale: int,
                       extra_args=tuple(encoder.extra_args),
                       hdr=hdr_meta if hdr_meta is not None and hdr_meta.static else None,
                       frame_duration_ns=frame_duration_ns(stream.fps * rate if stream.fps else None),
-                      muxer_args=_muxer_args(container, colour))
+                      muxer_args=_muxer_args(container, colour, info))
     reader_args = {"pipe_pix_fmt": pipe_pix_fmt, "decoder": decoder, "vf_extra": vf_extra,
                    "size": (stream.width, stream.height), "decoder_options": (), "strict": strict,
                    "vf_pre": deint.filter if deint is not None else None}
@@ -476,9 +484,13 @@ def _check_complete(job: VideoJob, reader: Reader) -> None:
 def check_complete(job: VideoJob, frames: int, last_time: float | None) -> None:
     """A truncated source does not always make ffmpeg log an error (a race in its shutdown, seen
     about one run in twenty), but then every stream of the output stops early: compare the
-    output's duration (all streams, audio included) with the source's. ``frames`` and
-    ``last_time`` (seconds) say how far decoding got, for the message."""
+    output's duration (all streams, audio included) with the source's, where the output holds every
+    stream of the source that has a duration. ``frames`` and ``last_time`` (seconds) say how far
+    decoding got, for the message."""
     expected = job.info.duration
+    kept = {s.src_index for s in job.plan.streams}
+    if any(s.index not in kept and not s.attached_pic for s in job.info.streams):
+        return  # the source's duration may be a stream left out (a longer second video): nothing to compare
     if not expected:
         return
     got = container_duration(job.plan.tmp)
@@ -504,14 +516,20 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise VideoError(f"{dst.parent}: output directory does not exist")
 
 
-def _muxer_args(container: containers.Container, colour: list[tuple[str, str]]) -> tuple[str, ...]:
+def _muxer_args(container: containers.Container, colour: list[tuple[str, str]],
+                info: MediaInfo) -> tuple[str, ...]:
     """MP4 gets a colr box where the source's range is known: x264 writes no range into the
     bitstream for limited range without colour tags (only full range or tags make it write one),
     and the muxer writes the box only for tagged colours, so "tv" was lost. (MOV's box, nclc, has
-    no range.)"""
+    no range.) MP4 and MOV get the mdta keys where the source has tags of reverse-DNS names
+    (com.apple.quicktime.location.ISO6709, com.android.capture.fps): only those keys hold them,
+    and the muxer writes them only when asked."""
+    flags = []
     if container.muxer == "mp4" and any(k == "range" for k, _ in colour):
-        return ("-movflags", "+write_colr")
-    return ()
+        flags.append("+write_colr")
+    if container.muxer in ("mp4", "mov") and any("." in k for k, _ in info.metadata):
+        flags.append("+use_metadata_tags")
+    return ("-movflags", "".join(flags)) if flags else ()
 
 
 def _colour_params(stream: StreamInfo, full_range: bool, rgb: bool) -> list[tuple[str, str]]:

@@ -74,6 +74,7 @@ class MediaInfo:
     start: float | None
     streams: tuple[StreamInfo, ...]
     chapters: int = 0
+    metadata: tuple[tuple[str, str], ...] = ()  # the file's own tags (title, com.apple.quicktime.make, ...)
 
     @property
     def video_streams(self) -> tuple[StreamInfo, ...]:
@@ -129,7 +130,10 @@ def parse(text: str, path: Path) -> MediaInfo | None:
     if start is None:
         return None
     formats = tuple(_INPUT.match(lines[start]).group(1).split(","))  # type: ignore[union-attr]
+    if not lines[start].endswith("':"):  # a file name with a newline in it: the dump starts after it
+        start = next((i for i in range(start + 1, len(lines)) if lines[i].endswith("':")), start)
     duration = begin = None
+    tags: list[tuple[str, str]] = []  # the file's own metadata (before its Duration line)
     chapters = 0
     streams: list[dict] = []
     block = None  # which "Metadata:" / "Side data:" block the indented lines belong to
@@ -157,6 +161,9 @@ def parse(text: str, path: Path) -> MediaInfo | None:
             block = stripped
             continue
         if not streams:
+            kv = _KEY_VALUE.match(line)
+            if kv and block == "Metadata:" and duration is None and begin is None:
+                tags.append((kv.group(1), kv.group(2).strip()))
             continue
         rot = _ROTATION.search(stripped)
         if rot and block == "Side data:":
@@ -165,7 +172,11 @@ def parse(text: str, path: Path) -> MediaInfo | None:
         kv = _KEY_VALUE.match(line)
         if kv and block == "Metadata:":
             streams[-1].setdefault("metadata", []).append((kv.group(1), kv.group(2).strip()))
-    return MediaInfo(path=path, format_names=formats, duration=duration, start=begin,
+    if duration is not None and begin is not None and begin > 0 and {"matroska", "webm"} & set(formats):
+        # Matroska's Duration runs from 0, where the others' span their streams: a file whose first
+        # timestamp is 5 s and whose streams last 3 s says 8 s; srgpu's outputs start at 0
+        duration = max(0.0, duration - begin)
+    return MediaInfo(path=path, format_names=formats, duration=duration, start=begin, metadata=tuple(tags),
                      streams=tuple(StreamInfo(**{k: tuple(v) if k == "metadata" else v for k, v in s.items()})
                                    for s in streams), chapters=chapters)
 

@@ -351,3 +351,22 @@ def test_a_jobs_relative_path_is_pathlibs(path, root):
     except ValueError:
         want = None
     assert Resume._rel(Path(path), Path(root)) == want
+
+
+def test_links_to_folders_are_followed_and_a_loop_is_not(tmp_path, cpu_engine, make_image):
+    """A folder of links to photos kept elsewhere is walked as the user sees it; a link back up the
+    tree adds nothing (it would never end)."""
+    import os
+
+    src, elsewhere = tmp_path / "in", tmp_path / "elsewhere"
+    (src / "own").mkdir(parents=True)
+    elsewhere.mkdir()
+    write_image_atomic(src / "own" / "a.png", make_image((8, 8, 3)))
+    write_image_atomic(elsewhere / "b.png", make_image((8, 8, 3)))
+    os.symlink(elsewhere, src / "photos")
+    os.symlink("..", src / "own" / "up")
+    plan = plan_batch(src, tmp_path / "out")
+    assert sorted(str(j.src.relative_to(src)) for j in plan.jobs) == ["own/a.png", "photos/b.png"]
+    result = run_batch(plan, cpu_engine)
+    assert [o.status for o in result.outcomes] == ["done", "done"]
+    assert (tmp_path / "out" / "photos" / "b.png").is_file() and (tmp_path / "out" / "own" / "a.png").is_file()

@@ -119,3 +119,37 @@ def test_progress_in_a_log_is_plain_lines(slow_clip: Path, tmp_path: Path) -> No
     assert "\r" not in done.stderr and "\x1b" not in done.stderr
     assert "0frame" not in done.stderr and "?frame/s" not in done.stderr
     assert "srgpu: short.mp4: 6/6 frames, " in done.stderr and " frame/s" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+def test_ctrl_c_in_a_folder_says_what_was_done_and_what_was_not(tmp_path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(120):
+        cv2.imwrite(str(src / f"{i:03d}.png"), rng.integers(0, 256, (120, 160, 3), dtype=np.uint8))
+    proc = subprocess.Popen([sys.executable, "-m", "srgpu", "upscale", str(src), "-o", str(out), "--device", "cpu",
+                             "--jobs", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=ENV)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(out.glob("*.png")) if out.is_dir() else []) < 3:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == "srgpu: error: interrupted"
+    stopped = [ln for ln in lines if ln.startswith("srgpu: stopped: ")]
+    assert len(stopped) == 1, err
+    import re
+
+    m = re.fullmatch(r"srgpu: stopped: (\d+) upscaled, 0 skipped \(output exists\), 0 failed in [\d.]+ s; "
+                     r"(\d+) of 120 files not done \(the same command goes on with them\)", stopped[0])
+    assert m, stopped[0]
+    done, left = int(m.group(1)), int(m.group(2))
+    assert done >= 3 and done + left == 120
+    assert len(list(out.glob("*.png"))) in (done, done + 1)  # one may be published as the interrupt came
