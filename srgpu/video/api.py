@@ -510,7 +510,7 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise VideoError(f"{dst}: the output would replace its input")
     if dst.is_dir():
         raise VideoError(f"{dst}: is a folder, not an output file name")
-    if dst.exists() and not overwrite:
+    if (dst.exists() or dst.is_symlink()) and not overwrite:  # a dangling link too: publishing would find it
         raise VideoError(f"{dst}: exists (use --overwrite to replace it)")
     if not dst.parent.is_dir():
         raise VideoError(f"{dst.parent}: output directory does not exist")

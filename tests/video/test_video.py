@@ -863,6 +863,10 @@ def test_output_is_input_or_exists(tmp_path: Path, tiny: Path, engine2: CPUEngin
     upscale_video(tiny, exists, engine2, FAST, overwrite=True)
     assert "128x96" in stream_lines(exists, "Video")[0]
     expect_error(tmp_path, tiny, tmp_path / "no" / "dir.mp4", engine2, "output directory does not exist")
+    dangling = tmp_path / "dangling.mp4"  # a link to nothing: said before any frame is made, not after
+    dangling.symlink_to(tmp_path / "nowhere.mp4")
+    expect_error(tmp_path, tiny, dangling, engine2, r"exists \(use --overwrite", keeps=True)
+    assert dangling.is_symlink() and not (tmp_path / "nowhere.mp4").exists()
 
 
 def test_bad_codec_choices(tmp_path: Path, tiny: Path, engine2: CPUEngine) -> None:
