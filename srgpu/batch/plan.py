@@ -290,8 +290,25 @@ def _plan_folder(src_dir: Path, out_dir: Path, fmt: str | None, overwrite: bool)
         jobs.append(Job(src, dst, kind, problem))
     if not jobs:
         raise BatchError(f"{src_dir}: no files to upscale")
+    jobs = _folder_claims(jobs, out_dir)
     _check_writable(out_dir if out_dir.is_dir() else out_dir.parent)
     return BatchPlan(tuple(jobs), single=False, overwrite=overwrite, input_root=src_dir, output_root=out_dir)
+
+
+def _folder_claims(jobs: list[Job], out_dir: Path) -> list[Job]:
+    """A file whose output name is the folder another file's output goes into (d.jpg as d.png
+    beside a folder d.png/ with --format png): that file fails alone, said now, instead of one of
+    them finding the other's in its place midway."""
+    folders: dict[Path, Path] = {}  # an output folder -> a source whose output goes into it
+    for job in jobs:
+        if job.kind != "unsupported":
+            for parent in job.dst.parents:
+                if parent == out_dir:
+                    break
+                folders.setdefault(parent, job.src)
+    return [Job(j.src, j.dst, j.kind, f"{j.src}: its output {j.dst} is the folder that the output of "
+                f"{folders[j.dst]} goes into") if j.problem is None and j.kind != "unsupported" and j.dst in folders
+            else j for j in jobs]
 
 
 # ---------------------------------------------------------------- the batch

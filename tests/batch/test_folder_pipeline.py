@@ -370,3 +370,18 @@ def test_links_to_folders_are_followed_and_a_loop_is_not(tmp_path, cpu_engine, m
     result = run_batch(plan, cpu_engine)
     assert [o.status for o in result.outcomes] == ["done", "done"]
     assert (tmp_path / "out" / "photos" / "b.png").is_file() and (tmp_path / "out" / "own" / "a.png").is_file()
+
+
+def test_a_file_whose_output_is_another_files_output_folder_fails_alone_at_once(tmp_path, cpu_engine, make_image):
+    src = tmp_path / "in"
+    (src / "d.png").mkdir(parents=True)  # a folder named like an image
+    write_image_atomic(src / "d.png" / "y.png", make_image((8, 8, 3)))
+    write_image_atomic(src / "d.jpg", make_image((8, 8, 3)))  # --format png makes it d.png
+    plan = plan_batch(src, tmp_path / "out", fmt="png")
+    problems = {j.src.name: j.problem for j in plan.jobs}
+    assert problems["y.png"] is None
+    assert problems["d.jpg"] == (f"{src / 'd.jpg'}: its output {tmp_path / 'out' / 'd.png'} is the folder that "
+                                 f"the output of {src / 'd.png' / 'y.png'} goes into")
+    result = run_batch(plan, cpu_engine)
+    assert {o.job.src.name: o.status for o in result.outcomes} == {"d.jpg": "failed", "y.png": "done"}
+    assert (tmp_path / "out" / "d.png" / "y.png").is_file()
