@@ -39,6 +39,10 @@ FORMAT = "srgpu-manifest"
 VERSION = 1
 
 
+class ManifestError(ValueError):
+    """An output folder's manifest srgpu must not rewrite (one of a newer srgpu)."""
+
+
 @dataclass(frozen=True)
 class Fingerprint:
     """A source file as it was when read: a later size or mtime means it changed."""
@@ -207,16 +211,23 @@ class Manifest:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return
-        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             return
-        for key, value in (data.get("settings") or {}).items():
+        version = data.get("version")
+        if isinstance(version, int) and version > VERSION:  # its records would be lost on rewriting it
+            raise ManifestError(f"{self.path}: written by a newer srgpu (manifest version {version}; this one "
+                                f"reads {VERSION}): run that srgpu, or write into another folder")
+        if version != VERSION:
+            return
+        settings, outputs, pending = data.get("settings"), data.get("outputs"), data.get("pending")
+        for key, value in (settings.items() if isinstance(settings, dict) else ()):
             if isinstance(value, dict):
                 self.settings[key] = value
-        for rel, entry in (data.get("outputs") or {}).items():
+        for rel, entry in (outputs.items() if isinstance(outputs, dict) else ()):
             record = _record(entry)
             if record is not None:
                 self.records[rel] = record
-        self.pending.update(p for p in data.get("pending") or () if isinstance(p, str))
+        self.pending.update(p for p in (pending if isinstance(pending, list) else ()) if isinstance(p, str))
 
     def _replay_journal(self) -> None:
         try:

@@ -252,9 +252,10 @@ def load_mat(path: str | Path, scale: int | None = None) -> SRCNNModel:
     missing = [n for n in need if n not in m]
     if missing:
         raise ModelError(f"{src}: not an SRCNN model, missing {', '.join(missing)}")
-    w1 = np.asarray(m["weights_conv1"], dtype=np.float64)
-    w2 = np.asarray(m["weights_conv2"], dtype=np.float64)
-    w3 = np.asarray(m["weights_conv3"], dtype=np.float64)
+    try:
+        w1, b1, w2, b2, w3, b3 = (np.asarray(m[n], dtype=np.float64) for n in need)
+    except (ValueError, TypeError) as e:  # strings, cell arrays: not numbers
+        raise ModelError(f"{src}: not an SRCNN model, its arrays are not numbers ({e})") from None
     try:
         taps1, n1 = w1.shape
         f1 = _square_side(taps1)
@@ -274,9 +275,8 @@ def load_mat(path: str | Path, scale: int | None = None) -> SRCNNModel:
         found = re.search(r"(?:^|[_-])x(\d+)$", path.stem)  # x3.mat, srcnn_x3.mat
         scale = int(found.group(1)) if found else None
     return SRCNNModel(
-        conv1_weight=conv1, conv1_bias=np.asarray(m["biases_conv1"], np.float64).reshape(-1),
-        conv2_weight=conv2, conv2_bias=np.asarray(m["biases_conv2"], np.float64).reshape(-1),
-        conv3_weight=conv3, conv3_bias=np.asarray(m["biases_conv3"], np.float64).reshape(-1),
+        conv1_weight=conv1, conv1_bias=b1.reshape(-1), conv2_weight=conv2, conv2_bias=b2.reshape(-1),
+        conv3_weight=conv3, conv3_bias=b3.reshape(-1),
         scale=scale, name=f"{path.parent.name}/{path.name}",
         metadata={"provenance": f"imported from {path.name} (authors' SRCNN, verification only)"},
     )

@@ -46,8 +46,10 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
 
     from ..batch.pool import WorkerError
 
+    from ..manifest import ManifestError
+
     errors: list[type[BaseException]] = [ModelError, ImageFileError, EngineError, BatchError, DemoError, WorkerError,
-                                         DegradeError]
+                                         DegradeError, ManifestError]
     video = video_api()
     if video is not None:
         errors.append(video.VideoError)
@@ -106,9 +108,9 @@ MAX_MP_HELP = ("Image files whose header declares more megapixels fail alone, be
 
 
 def _max_pixels(megapixels: float) -> int | None:
-    if megapixels < 0:
-        raise typer.BadParameter("must be 0 (no limit) or more", param_hint="--max-megapixels")
-    return int(megapixels * 1e6) or None if megapixels else None
+    if not 0 <= megapixels < float("inf"):  # (nan fails this too)
+        raise typer.BadParameter("must be 0 (no limit) or a number of megapixels", param_hint="--max-megapixels")
+    return max(1, int(megapixels * 1e6)) if megapixels else None  # a tiny limit is a limit, not none
 
 
 def _video_options(encode: EncodeOptions, hwdec: str, video_stream: int | None = None,

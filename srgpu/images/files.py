@@ -125,6 +125,10 @@ def opencv_max_pixels() -> int:
         return 1 << 30
 
 
+def _megapixels(pixels: int) -> str:
+    return f"{pixels / 1e6:.0f}" if pixels >= 1e6 else f"{pixels / 1e6:.2g}"  # 2500; 0.001
+
+
 def _check_declared(path: Path, data: memoryview, max_pixels: int | None) -> None:
     """Refuse, before any decoding, a file too large to decode and one whose frames or pages all
     but the first would be lost (srgpu.images.meta reads both from the file's headers)."""
@@ -132,10 +136,10 @@ def _check_declared(path: Path, data: memoryview, max_pixels: int | None) -> Non
     if size is not None:
         w, h = size
         if max_pixels is not None and w * h > max_pixels:
-            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({w * h / 1e6:.0f} megapixels), more than "
+            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({_megapixels(w * h)} megapixels), more than "
                                  f"the limit of {max_pixels / 1e6:g} megapixels (--max-megapixels raises it)")
         if w * h > opencv_max_pixels():
-            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({w * h / 1e6:.0f} megapixels), more than "
+            raise ImageFileError(f"{path}: declares {w}x{h} pixels ({_megapixels(w * h)} megapixels), more than "
                                  f"OpenCV decodes ({opencv_max_pixels() / 1e6:g} megapixels; its "
                                  "OPENCV_IO_MAX_IMAGE_PIXELS setting raises that)")
     frames = frame_count(data)

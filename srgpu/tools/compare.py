@@ -119,6 +119,12 @@ def is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_EXTENSIONS
 
 
+def _file_arg(path: Path) -> str:
+    from ..video.ffmpeg import file_arg
+
+    return file_arg(path)
+
+
 def _ffmpeg(args: Sequence[str], what: str) -> bytes:
     from ..video.ffmpeg import ffmpeg_exe
 
@@ -132,7 +138,7 @@ def _ffmpeg(args: Sequence[str], what: str) -> bytes:
 
 def _decode_rgb(path: Path) -> np.ndarray:
     """The first frame of a video file as 8-bit RGB, through ffmpeg (its colour matrix, as players)."""
-    data = _ffmpeg(["-i", str(path), "-map", "0:v:0", "-frames:v", "1", "-f", "image2pipe", "-c:v", "png",
+    data = _ffmpeg(["-i", _file_arg(path), "-map", "0:v:0", "-frames:v", "1", "-f", "image2pipe", "-c:v", "png",
                     "-pix_fmt", "rgb24", "-"], str(path))
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None
     if image is None:
@@ -153,7 +159,7 @@ def frame_clip(src: Path, at: float | None, folder: Path) -> tuple[Path, float]:
     elif duration is not None and at >= duration:
         raise CompareError(f"--at {at:g} s is past the end of {src} ({duration:.3f} s long)")
     clip = folder / "frame.mkv"
-    _ffmpeg(["-ss", f"{at:.6f}", "-i", str(src), "-map", f"0:{stream.index}", "-frames:v", "1", "-an", "-sn",
+    _ffmpeg(["-ss", f"{at:.6f}", "-i", _file_arg(src), "-map", f"0:{stream.index}", "-frames:v", "1", "-an", "-sn",
              "-dn", "-c:v", "ffv1", str(clip)], f"{src} at {at:g} s")
     if not clip.is_file() or clip.stat().st_size == 0:
         raise CompareError(f"{src}: no frame at {at:g} s")

@@ -214,6 +214,7 @@ def encode(job: VideoJob, engine: Engine, overwrite: bool = False,
         _check_complete(job, reader)
         frames = verify.check_frames(job.plan.tmp, job.plan.video_index, writer.sent_pts,
                                      reader.time_base)  # type: ignore[arg-type]
+        verify.check_layout(job.plan.tmp, planned_kinds(job), job.plan.video_index, job.plan.enc_size)
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)
         done = True
     finally:
@@ -479,6 +480,12 @@ def threads_option(codec: str | None, extra_args: Sequence[str], threads: int | 
 
 def _check_complete(job: VideoJob, reader: Reader) -> None:
     check_complete(job, reader.frames_read, reader.last_time)
+
+
+def planned_kinds(job: VideoJob) -> list[str]:
+    """The kind of each stream the job's output holds, in output order (srgpu.video.verify.check_layout)."""
+    kinds = {s.index: s.kind for s in job.info.streams}
+    return [kinds.get(s.src_index, "video") for s in job.plan.streams]
 
 
 def check_complete(job: VideoJob, frames: int, last_time: float | None) -> None:

@@ -55,8 +55,8 @@ from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_v
 from ..engine.plans import output_bits
 from . import chunks as chunking
 from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
-from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, concealment_notes, engine_gpu, plan_video,
-                  threads_option, video_codec)
+from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, concealment_notes, engine_gpu,
+                  plan_video, planned_kinds, threads_option, video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
 from .options import EncodeOptions, VideoOptions
@@ -950,6 +950,7 @@ def join(cj: ChunkedJob, results: Iterable[ChunkResult], overwrite: bool,
         last = float(source_pts[-1] * tb)
         check_complete(job, len(source_pts), last)
         frames = verify.check_frames(job.plan.tmp, job.plan.video_index, list(source_pts), tb)
+        verify.check_layout(job.plan.tmp, planned_kinds(job), job.plan.video_index, job.plan.enc_size)
         if before_publish is not None:
             before_publish(job.plan.tmp)
         outputs.publish(job.plan.tmp, job.dst, replace=overwrite)

@@ -273,7 +273,7 @@ def decoder_time_base(src: Path, stream_index: int, decoder: str | None = None) 
     import re
 
     args = ["-hide_banner", "-nostdin", "-loglevel", "info", "-copyts",
-            *ffmpeg.decoder_args(stream_index, decoder), "-i", str(src), "-map", f"0:{stream_index}",
+            *ffmpeg.decoder_args(stream_index, decoder), "-i", ffmpeg.file_arg(src), "-map", f"0:{stream_index}",
             "-frames:v", "1", "-vf", "showinfo=checksum=0", "-f", "null", "-"]
     proc = ffmpeg.run(args)
     m = re.search(r"config in time_base: (\d+)/(\d+)", proc.stderr)

@@ -69,7 +69,7 @@ def first_frame_order(src: Path, stream_index: int, decoder: str | None = None) 
     (for a stream whose header gives no field order); None otherwise, or where it cannot be decoded
     (the reader then says why)."""
     proc = ffmpeg.run(["-hide_banner", "-nostdin", "-loglevel", "info", *ffmpeg.decoder_args(stream_index, decoder),
-                       "-i", str(src), "-map", f"0:{stream_index}", "-frames:v", "1", "-vf", "showinfo=checksum=0",
+                       "-i", ffmpeg.file_arg(src), "-map", f"0:{stream_index}", "-frames:v", "1", "-vf", "showinfo=checksum=0",
                        "-f", "null", "-"])
     m = _FRAME_FLAG.search(proc.stderr)
     return {"T": "top first", "B": "bottom first"}.get(m.group(1)) if m else None

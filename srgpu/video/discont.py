@@ -47,7 +47,7 @@ def find(src: Path, info: MediaInfo) -> Jumps | None:
     where there are none."""
     if not set(info.format_names) & FORMATS:
         return None
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-loglevel", "level+warning", "-i", str(src), "-map", "0",
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-loglevel", "level+warning", "-i", ffmpeg.file_arg(src), "-map", "0",
                        "-c", "copy", "-f", "null", "-"], timeout=3600)
     jumps = tuple(int(m.group(1)) / 1_000_000 for m in _JUMP.finditer(proc.stderr))
     return Jumps(jumps) if jumps else None
@@ -57,7 +57,7 @@ def continuous_copy(src: Path, dst: Path, jumps: Jumps) -> Path:
     """``src`` remuxed with ffmpeg's correction of its jumps into a temporary beside ``dst`` (a
     transport stream under srgpu's temporary name, removed by the caller, or as a stale one)."""
     tmp = outputs.temp_path(dst)
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-loglevel", "error", "-i", str(src), "-map", "0", "-c", "copy",
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-loglevel", "error", "-i", ffmpeg.file_arg(src), "-map", "0", "-c", "copy",
                        "-f", "mpegts", "-y", str(tmp)], timeout=3600)
     if proc.returncode != 0 or not tmp.is_file():
         tmp.unlink(missing_ok=True)

@@ -36,6 +36,13 @@ def ffmpeg_exe() -> str:
         raise VideoError(f"no ffmpeg available: {e}") from None
 
 
+def file_arg(path: str | os.PathLike) -> str:
+    """A local file as ffmpeg is to open it, input or output: through its file protocol by the
+    absolute path, so that a name such as ``concat:a.mp4|b.mp4`` or ``x:y.mp4`` is that file and
+    never a protocol ffmpeg reads something else through."""
+    return "file:" + os.path.abspath(path)
+
+
 PIPE_BYTES = 1 << 20  # raw 4K frames are 12 MB: 64 KiB pipes cost ~200 wake-ups per frame each way
 
 
@@ -65,11 +72,11 @@ def _enlarge_pipe(fd: int) -> None:
         pass  # not Linux, or not allowed: the default pipe still works
 
 
-def run(args: Sequence[str], timeout: float = 60.0) -> subprocess.CompletedProcess:
+def run(args: Sequence[str], timeout: float = 60.0, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
     """Run ffmpeg to completion, capturing text output (probes and queries)."""
     try:
         return subprocess.run([ffmpeg_exe(), *args], capture_output=True, text=True, errors="replace",
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+                              timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise VideoError(f"ffmpeg did not answer within {timeout:.0f} s ({' '.join(args[:6])} ...)") from None
 
@@ -242,6 +249,8 @@ def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
 
 
 TRIAL_SIZE = (128, 96)  # a trial frame: any encoder's minimum, and ~20-50 ms to encode (a 4K one takes seconds)
+_OUTPUT = re.compile(r"^Output #\d+, [^,]+, to '(.*)':$")
+_EXISTS = re.compile(r"^File '(.*)' already exists\. Exiting\.$")
 _OWN_ERROR = re.compile(r"^(x264|x265|Svt)\s*\[(error|fatal)\]")  # libraries that print their own lines
 
 
@@ -266,12 +275,27 @@ def check_encoder(codec: str, options: tuple[str, ...], muxer: str, size: tuple[
     import tempfile
 
     w, h = size
+    # -n and the trial's own folder as the working directory: an option that makes ffmpeg write one
+    # more output file (the value of an option that takes none) can replace nothing, and where
+    # it names a new file, that file is the trial's and goes (the outputs are listed at level info)
+    shown = loglevel if loglevel in ("verbose", "debug", "trace") else "info"
     with tempfile.TemporaryDirectory(prefix="srgpu-trial-") as tmp:
-        proc = run(["-nostdin", "-hide_banner", "-loglevel", f"level+{loglevel}", "-f", "lavfi", "-i",
+        trial = str(Path(tmp) / "trial")
+        proc = run(["-nostdin", "-hide_banner", "-loglevel", f"level+{shown}", "-f", "lavfi", "-i",
                     # one frame from the source, not -frames:v, which the user's options may set too
                     f"color=black:size={w}x{h}:rate=25:duration=0.04", "-c:v", codec, *options,
-                    "-f", muxer, "-y", str(Path(tmp) / "trial")])
-    lines = [split_level(line) for line in proc.stderr.splitlines() if line.strip()]
+                    "-f", muxer, "-n", trial], cwd=tmp)
+        lines = [split_level(line) for line in proc.stderr.splitlines() if line.strip()]
+        others = [m.group(1) for _, text in lines if (m := _OUTPUT.match(text)) and m.group(1) != trial]
+        for name in others:
+            made = Path(tmp) / name  # (absolute names stay absolute)
+            if made.is_file() and not made.is_relative_to(tmp):
+                made.unlink()  # made by this trial: -n refuses a file that exists
+        exists = next((t for _, t in lines if _EXISTS.match(t)), None)
+    if others or exists:
+        name = others[0] if others else _EXISTS.match(exists).group(1)  # type: ignore[union-attr]
+        raise EncoderRefused(f"encoder settings {' '.join(options)!r} name another output file ({name}): an option "
+                             "that takes no value was given one", lines)
     refusals = [text for level, text in lines
                 if level in ERROR_LEVELS or _OWN_ERROR.match(text)
                 or (level == "warning" and text.startswith(f"[{codec}]") and "option" in text.lower())]

@@ -79,7 +79,7 @@ def first_frame_hdr(src: Path, stream_index: int, decoder: str | None = None) ->
     """Decode the first frame of stream ``stream_index`` and read its HDR side data (None if it
     has none). Costs one frame's decoding."""
     args = ["-hide_banner", "-nostdin", "-loglevel", "info", *ffmpeg.decoder_args(stream_index, decoder),
-            "-i", str(src), "-map", f"0:{stream_index}", "-frames:v", "1", "-vf", "showinfo=checksum=0",
+            "-i", ffmpeg.file_arg(src), "-map", f"0:{stream_index}", "-frames:v", "1", "-vf", "showinfo=checksum=0",
             "-f", "null", "-"]
     proc = ffmpeg.run(args)
     if proc.returncode != 0:

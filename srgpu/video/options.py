@@ -32,6 +32,42 @@ class UnknownDeinterlace(VideoError):
         self.mode = mode
 
 
+class BadEncoderArg(VideoError):
+    """An --encoder-arg srgpu refuses before anything runs (check_encoder_args)."""
+
+
+# what the encoder's extra arguments may not say, and why: srgpu decides these itself (its own
+# options set them, and its done line and --json report them) or keeps every stream of the source
+_OWN_OPTIONS = {"-crf": "--crf", "-preset": "--preset", "-pix_fmt": "--pix-fmt", "-vcodec": "--codec"}
+_STREAM_SELECTION = frozenset({"-map", "-an", "-vn", "-sn", "-dn"})
+_NOT_VIDEO = ("a", "s", "d", "t")  # stream specifiers of audio, subtitle, data, attachment streams
+
+
+def check_encoder_args(args: tuple[str, ...]) -> None:
+    """Refuse, in one line, extra encoder arguments that would make srgpu's output other than it
+    says: a word that is neither an option nor the value after one (ffmpeg takes it for one more
+    output file, and writes it), the video codec (``-c:v``: --codec), CRF, preset or pixel format
+    (their own options), and stream selection (srgpu keeps every stream of the source). What
+    changes the frames or the picture's size is caught when the file is read back."""
+    after_option = False
+    for arg in args:
+        if not arg.startswith("-") or arg == "-":
+            if not after_option:
+                raise BadEncoderArg(f"--encoder-arg {arg!r}: not an option or an option's value (ffmpeg would "
+                                    "take it for another output file and write it)")
+            after_option = False
+            continue
+        name, _, spec = arg.partition(":")
+        if name in _OWN_OPTIONS:
+            raise BadEncoderArg(f"--encoder-arg {arg}: srgpu sets it itself; use {_OWN_OPTIONS[name]}")
+        if name in ("-c", "-codec") and not spec.startswith(_NOT_VIDEO):
+            raise BadEncoderArg(f"--encoder-arg {arg}: srgpu sets the video codec itself; use --codec")
+        if name in _STREAM_SELECTION:
+            raise BadEncoderArg(f"--encoder-arg {arg}: srgpu keeps every stream of the source (leave streams out "
+                                "of the source first, with ffmpeg -map)")
+        after_option = True
+
+
 @dataclass(frozen=True)
 class EncodeOptions:
     """Encoder settings. ``codec`` None: follows the output container (libx264 for .mp4, .mov
@@ -39,13 +75,17 @@ class EncodeOptions:
     ``crf`` None: the codec's srgpu default (libx264 18, libx265 20, libsvtav1 30, libvpx-vp9 31);
     ``pix_fmt`` None: the source's own format where the encoder has it, else the nearest (as many
     bits as it takes); ``extra_args``: passed to ffmpeg as they are, after srgpu's own output
-    options. All of them are tried on a one-frame encode before any frame is decoded."""
+    options (check_encoder_args refuses what would make the output other than srgpu says). All
+    of them are tried on a one-frame encode before any frame is decoded."""
 
     codec: str | None = None
     crf: int | None = None
     preset: str | None = None
     pix_fmt: str | None = None
     extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_encoder_args(tuple(self.extra_args))
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ class MediaInfo:
 
 def probe(path: Path) -> MediaInfo:
     """Probe ``path``; VideoError when ffmpeg cannot open it as media."""
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-i", str(path)])
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-i", ffmpeg.file_arg(path)])
     if proc.returncode < 0:  # e.g. the static ffmpeg 7.0.2 of imageio-ffmpeg 0.6.0 on any MPEG-TS file
         raise VideoError(f"{path}: ffmpeg {ffmpeg.describe_exit(proc.returncode)} while reading it: this "
                          f"ffmpeg build ({ffmpeg.ffmpeg_exe()}) cannot read this file")
@@ -115,7 +115,7 @@ def container_duration(path: Path) -> float | None:
     """The duration the container's header gives (all streams), read without probing the streams
     (-probesize 32: ~15 ms instead of ~110 ms for a 4K output, where probing decodes frames);
     None if the header has none or ffmpeg cannot open the file."""
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-probesize", "32", "-analyzeduration", "0", "-i", str(path)])
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-probesize", "32", "-analyzeduration", "0", "-i", ffmpeg.file_arg(path)])
     for line in proc.stderr.splitlines():
         m = _DURATION.match(line)
         if m and m.group(1) is not None:

@@ -105,7 +105,7 @@ def decode_args(src: Path, stream_index: int, decoder: str | None, decoder_optio
     filters = ",".join(f for f in (trim, filters) if f) or None
     return ["-copyts", "-noautorotate", *(window.input_args(stream_index) if window is not None else []),
             *ffmpeg.decoder_args(stream_index, decoder, decoder_options),
-            "-i", str(src), "-map", f"0:{stream_index}", *(["-vf", filters] if filters else []),
+            "-i", ffmpeg.file_arg(src), "-map", f"0:{stream_index}", *(["-vf", filters] if filters else []),
             "-fps_mode", "passthrough", "-enc_time_base:v", "demux"]
 
 

@@ -47,7 +47,7 @@ class StreamPackets:
 def stream_packets(path: Path, stream_index: int) -> StreamPackets:
     """The shown packets of stream ``stream_index`` of ``path``, timestamps as in the file
     (-copyts); VideoError if ffmpeg cannot read them."""
-    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-v", "error", "-copyts", "-i", str(path), "-map",
+    proc = ffmpeg.run(["-hide_banner", "-nostdin", "-v", "error", "-copyts", "-i", ffmpeg.file_arg(path), "-map",
                        f"0:{stream_index}", "-c", "copy", "-f", "framecrc", "-"], timeout=3600)
     m = _TIME_BASE.search(proc.stdout)
     if proc.returncode != 0 or m is None:
@@ -140,3 +140,23 @@ def check_frames(path: Path, stream_index: int, sent: Sequence[int], time_base: 
             raise VideoError(f"{path.name}: frame {i} of the encoded file is at {float(a - times[0]):.6f} s from "
                              f"the first, where the source has it at {float(b - want[0]):.6f} s")
     return len(got)
+
+
+def check_layout(path: Path, kinds: Sequence[str], video_index: int, size: tuple[int, int]) -> None:
+    """Check that the finished file ``path`` holds the streams srgpu planned (``kinds``: each
+    one's kind, "video", "audio", ...; data streams a muxer adds of its own, MP4's chapter text or
+    MOV's timecode track, are not counted) and that its video stream ``video_index`` has the
+    planned ``size`` (width, height): what the done line and the --json summary report (an
+    encoder argument that filters, scales or maps streams changes them). VideoError otherwise."""
+    from .probe import probe
+
+    info = probe(path)
+    got = [s.kind for s in info.streams if s.kind != "data"]
+    want = [k for k in kinds if k != "data"]
+    if got != want:
+        raise VideoError(f"{path.name}: the encoded file holds {len(got)} streams ({', '.join(got)}) where srgpu "
+                         f"planned {len(want)} ({', '.join(want)}): an --encoder-arg changed them?")
+    video = info.streams[video_index]
+    if (video.width, video.height) != size:
+        raise VideoError(f"{path.name}: the encoded video is {video.width}x{video.height} where srgpu planned "
+                         f"{size[0]}x{size[1]}: an --encoder-arg changed it?")

@@ -78,7 +78,7 @@ class EncodePlan:
         if self.source_streams:
             if self.source_start:
                 args += ["-itsoffset", _num(-self.source_start)]
-            args += ["-i", str(self.src)]
+            args += ["-i", ffmpeg.file_arg(self.src)]
         video_index = self.video_index
         for out, s in enumerate(self.streams):
             if not self.source_streams and not s.upscaled:
@@ -106,7 +106,7 @@ class EncodePlan:
         if self.source_streams and not any(a.startswith("-movflags") for a in self.extra_args):
             args += self.muxer_args  # (the user's -movflags replace srgpu's: ffmpeg keeps the last)
         args += ["-max_muxing_queue_size", "4096", *(() if copy_video else self.extra_args)]
-        return [*args, "-f", self.muxer, "-y", str(self.tmp)]
+        return [*args, "-f", self.muxer, "-y", ffmpeg.file_arg(self.tmp)]
 
 
 MUXER_OPTIONS = frozenset({"-tag"})  # options of the upscaled stream that are the muxer's, not the encoder's

@@ -174,3 +174,37 @@ def test_a_16_bit_image_written_to_an_8_bit_format_says_so(tmp_path, cpu_engine)
     assert notes["deep.png"] == ()
     assert notes["named.bmp"] == ("its 16-bit samples are rounded to 8 bits: .bmp files hold 8",)
     assert cv2.imread(str(tmp_path / "out" / "named.bmp"), cv2.IMREAD_UNCHANGED).dtype == np.uint8
+
+
+def test_a_manifest_of_a_newer_srgpu_is_not_rewritten_and_a_misshapen_one_is_ignored(tmp_path, cpu_engine):
+    import json
+
+    from srgpu.manifest import MANIFEST_NAME, ManifestError
+
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    cv2.imwrite(str(src / "a.png"), pixels())
+    run_batch(plan_batch(src, out), cpu_engine)
+    manifest = out / MANIFEST_NAME
+    data = json.loads(manifest.read_text())
+    for shape in ({"outputs": "x"}, {"pending": 5}, {"settings": [1]}):
+        manifest.write_text(json.dumps({**data, **shape}))
+        result = run_batch(plan_batch(src, out), cpu_engine)  # no traceback: the record is unreadable
+        assert [o.status for o in result.outcomes] in (["skipped"], ["done"])
+    newer = {**data, "version": data["version"] + 1}
+    manifest.write_text(json.dumps(newer))
+    with pytest.raises(ManifestError, match=r"written by a newer srgpu \(manifest version 2"):
+        run_batch(plan_batch(src, out), cpu_engine)
+    assert json.loads(manifest.read_text()) == newer
+
+
+def test_a_mat_model_whose_arrays_are_not_numbers_is_one_line(tmp_path):
+    from scipy.io import savemat
+
+    from srgpu.model import ModelError, load_mat
+
+    path = tmp_path / "str_x2.mat"
+    savemat(str(path), {n: "hello" for n in ("weights_conv1", "biases_conv1", "weights_conv2", "biases_conv2",
+                                              "weights_conv3", "biases_conv3")})
+    with pytest.raises(ModelError, match=r"str_x2.mat: not an SRCNN model, its arrays are not numbers"):
+        load_mat(path)

@@ -71,3 +71,16 @@ def test_the_limit_is_the_default_and_the_user_raises_it(tmp_path, random_npz):
     raised = srgpu("upscale", src, "-o", tmp_path / "b.png", "--model", random_npz, "-d", "cpu",
                    "--max-megapixels", "0.002")
     assert raised.exit_code == 0, raised.stderr
+
+
+def test_a_limit_that_is_not_a_number_is_refused_and_a_tiny_one_still_applies(tmp_path, random_npz):
+    src = tmp_path / "in.png"
+    cv2.imwrite(str(src), np.full((4, 4, 3), 90, np.uint8))
+    for bad in ("nan", "inf", "-1"):
+        refused = srgpu("upscale", src, "-o", tmp_path / "a.png", "--model", random_npz, "-d", "cpu",
+                        "--max-megapixels", bad)
+        assert refused.exit_code == 2 and "--max-megapixels" in refused.stderr and "Traceback" not in refused.stderr
+    tiny = srgpu("upscale", src, "-o", tmp_path / "b.png", "--model", random_npz, "-d", "cpu",
+                 "--max-megapixels", "0.0000005")
+    assert tiny.exit_code == 1 and "declares 4x4 pixels (1.6e-05 megapixels)" in tiny.stderr
+    assert not (tmp_path / "b.png").exists()

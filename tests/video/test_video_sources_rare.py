@@ -111,3 +111,62 @@ def test_a_gray_alpha_source_says_its_alpha_is_left_out(tmp_path: Path, bicubic2
     src = make_clip(tmp_path / "ya.mkv", frames=3, pix_fmt="ya8")
     result = upscale_video(src, tmp_path / "out.mkv", bicubic2, FFV1)
     assert any("alpha channel left out" in n and "ya8" in n for n in result.notes)
+
+
+# ---------------------------------------------------------------- what the user's encoder arguments may do
+
+
+@pytest.mark.parametrize("args, message", [
+    (("victim.mkv",), r"--encoder-arg 'victim.mkv': not an option or an option's value"),
+    (("-c:v", "libx265"), r"srgpu sets the video codec itself; use --codec"),
+    (("-crf", "45"), r"use --crf"),
+    (("-preset", "slow"), r"use --preset"),
+    (("-an",), r"srgpu keeps every stream of the source"),
+    (("-map", "0:v"), r"srgpu keeps every stream of the source"),
+])
+def test_encoder_arguments_that_would_change_the_output_are_refused(args: tuple[str, ...], message: str) -> None:
+    from srgpu.video.options import BadEncoderArg
+
+    with pytest.raises(BadEncoderArg, match=message):
+        EncodeOptions(extra_args=args)
+    EncodeOptions(extra_args=("-tune", "film", "-c:a", "libopus", "-threads", "0", "-qp", "-1"))  # these are fine
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_an_option_given_a_file_name_replaces_nothing_and_makes_nothing(tmp_path: Path, bicubic2: BicubicEngine,
+                                                                       exists: bool) -> None:
+    from srgpu.video.api import VideoError
+
+    src = make_clip(tmp_path / "src.mp4", frames=4, codec="libx264", out_args=("-preset", "ultrafast"))
+    before = src.read_bytes()
+    victim = tmp_path / "victim.mkv"
+    if exists:
+        victim.write_bytes(b"mine")
+    options = VideoOptions(EncodeOptions(preset="ultrafast", extra_args=("-shortest", str(victim))))
+    with pytest.raises(VideoError, match=r"name another output file \(.*victim\.mkv\)"):
+        upscale_video(src, tmp_path / "out.mp4", bicubic2, options)
+    assert (victim.read_bytes() == b"mine") if exists else not victim.exists()
+    assert src.read_bytes() == before and not (tmp_path / "out.mp4").exists()
+
+
+@pytest.mark.parametrize("args", [("-vf", "scale=10:10"), ("-s", "16x16")])
+def test_an_output_of_another_size_than_planned_is_never_published(tmp_path: Path, bicubic2: BicubicEngine,
+                                                                   args: tuple[str, ...]) -> None:
+    from srgpu.video.api import VideoError
+
+    src = make_clip(tmp_path / "src.mp4", frames=4, codec="libx264", out_args=("-preset", "ultrafast"))
+    with pytest.raises(VideoError, match=r"the encoded video is \d+x\d+ where srgpu planned 128x96"):
+        upscale_video(src, tmp_path / "out.mp4", bicubic2,
+                      VideoOptions(EncodeOptions(preset="ultrafast", extra_args=args)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.mp4"]
+
+
+def test_names_that_look_like_ffmpeg_protocols_are_the_files_they_name(tmp_path: Path, bicubic2: BicubicEngine,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    make_clip(tmp_path / "a.mp4", frames=9)
+    make_clip(tmp_path / "b.mp4", frames=9)
+    named = make_clip(tmp_path / "concat:a.mp4|b.mp4", frames=5)  # a file of its own, 5 frames
+    result = upscale_video(Path("concat:a.mp4|b.mp4"), Path("x:y.mkv"), bicubic2, FFV1)  # relative names
+    assert result.frames == 5 and named.is_file() and (tmp_path / "x:y.mkv").is_file()
+    assert probe(Path("x:y.mkv")).main_video().width == 128
