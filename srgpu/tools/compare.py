@@ -150,14 +150,21 @@ def frame_clip(src: Path, at: float | None, folder: Path) -> tuple[Path, float]:
     """The frame of ``src`` shown at ``at`` seconds (None: the middle of the video), cut to a
     one-frame lossless FFV1 clip in ``folder`` in the source's own pixel format; and its time."""
     from ..video.probe import probe
+    from ..video.verify import stream_packets
 
     info = probe(src)
     stream = info.main_video()
     duration = info.duration
-    if at is None:
-        at = duration / 2 if duration else 0.0
-    elif duration is not None and at >= duration:
+    if duration is not None and at is not None and at >= duration:
         raise CompareError(f"--at {at:g} s is past the end of {src} ({duration:.3f} s long)")
+    # the video's own frames, from the file's start (its audio may last longer than its picture)
+    times = [float(t) - (info.start or 0.0) for t in stream_packets(src, stream.index).times()]
+    if not times:
+        raise CompareError(f"{src}: its video stream holds no frame")
+    if at is None:  # the middle of the file, or of its picture where that ends first
+        at = duration / 2 if duration and duration / 2 <= times[-1] else max(0.0, (times[0] + times[-1]) / 2)
+    elif at > times[-1]:
+        raise CompareError(f"--at {at:g} s is past the last frame of {src} (at {times[-1]:.3f} s)")
     clip = folder / "frame.mkv"
     _ffmpeg(["-ss", f"{at:.6f}", "-i", _file_arg(src), "-map", f"0:{stream.index}", "-frames:v", "1", "-an", "-sn",
              "-dn", "-c:v", "ffv1", str(clip)], f"{src} at {at:g} s")

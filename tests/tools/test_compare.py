@@ -213,3 +213,17 @@ def test_engines_of_different_scales_are_refused_in_one_line(tmp_path: Path) -> 
     with pytest.raises(CompareError) as refused:
         compare(image, engines)
     assert str(refused.value) == "the engines upscale by different factors (x2, x3); a comparison is at one scale"
+
+
+def test_a_video_whose_sound_outlasts_its_picture(tmp_path: Path, random_npz: Path) -> None:
+    """The default frame is the picture's middle, and a time after its last frame is one line."""
+    src = tmp_path / "long_sound.mp4"
+    subprocess.run([ffmpeg_exe(), "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=10:duration=1",
+                    "-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac",
+                    str(src)], check=True)
+    r = srgpu("compare", src, "-o", tmp_path / "c.png", "--model", random_npz, "--device", "cpu")
+    assert r.exit_code == 0, r.stderr
+    assert "the frame at 0.450 s" in r.stdout  # frames 0 to 0.9 s; the file lasts 4 s
+    r = srgpu("compare", src, "-o", tmp_path / "d.png", "--at", "2", "--model", random_npz, "--device", "cpu")
+    assert r.exit_code == 1 and "--at 2 s is past the last frame" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "d.png").exists()
