@@ -249,6 +249,7 @@ def encoder_pix_fmts(codec: str) -> tuple[str, ...]:
 
 
 TRIAL_SIZE = (128, 96)  # a trial frame: any encoder's minimum, and ~20-50 ms to encode (a 4K one takes seconds)
+_UNUSED = re.compile(r"Codec AVOption \S+ .*has not been used for any stream")  # an option no encoder takes
 _OUTPUT = re.compile(r"^Output #\d+, [^,]+, to '(.*)':$")
 _EXISTS = re.compile(r"^File '(.*)' already exists\. Exiting\.$")
 _OWN_ERROR = re.compile(r"^(x264|x265|Svt)\s*\[(error|fatal)\]")  # libraries that print their own lines
@@ -269,8 +270,9 @@ def check_encoder(codec: str, options: tuple[str, ...], muxer: str, size: tuple[
     """Encode one small frame (``size``) with ``codec`` and ``options`` (output options as ffmpeg takes them:
     pixel format, quality, preset, the user's own) into ``muxer``: EncoderRefused (a VideoError) with
     ffmpeg's own words where this ffmpeg refuses them, so that a bad setting fails before any frame is
-    decoded. The encoder wrappers' warnings about an option they ignored (x264-params and the like) count
-    as refusals. ``loglevel``: what ffmpeg prints besides (e.g. "verbose": NVENC names the GPUs).
+    decoded. The encoder wrappers' warnings about an option they ignored (x264-params and the like), and
+    ffmpeg's about an option no encoder used (``--crf`` for mjpeg, ``--preset`` for ffv1), count as
+    refusals. ``loglevel``: what ffmpeg prints besides (e.g. "verbose": NVENC names the GPUs).
     Cached: each combination is tried once per process."""
     import tempfile
 
@@ -298,7 +300,8 @@ def check_encoder(codec: str, options: tuple[str, ...], muxer: str, size: tuple[
                              "that takes no value was given one", lines)
     refusals = [text for level, text in lines
                 if level in ERROR_LEVELS or _OWN_ERROR.match(text)
-                or (level == "warning" and text.startswith(f"[{codec}]") and "option" in text.lower())]
+                or (level == "warning" and text.startswith(f"[{codec}]") and "option" in text.lower())
+                or (level == "warning" and _UNUSED.search(text))]  # (-crf for mjpeg, -preset for ffv1)
     if proc.returncode != 0 or refusals:
         detail = "; ".join(list(dict.fromkeys(" ".join(t.split()) for t in refusals))[:2])
         detail = detail or describe_exit(proc.returncode)

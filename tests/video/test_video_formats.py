@@ -244,6 +244,9 @@ def test_cli_strict(tmp_path: Path, random_npz: Path) -> None:
     (EncodeOptions(extra_args=("-x264-params", "nosuchparam=1")), ".mp4", r"Error parsing option 'nosuchparam"),
     (EncodeOptions(extra_args=("-nosuchoption", "1")), ".mkv", r"Unrecognized option 'nosuchoption'"),
     (EncodeOptions(extra_args=("-profile:v", "baseline")), ".mkv", r"(baseline|profile).*4:4:4|4:4:4.*profile"),
+    # settings an encoder does not use: ffmpeg only warns, and the run would report them as applied
+    (EncodeOptions(codec="mjpeg", crf=10), ".mkv", r"encoder mjpeg refuses .*AVOption crf .*has not been used"),
+    (EncodeOptions(codec="ffv1", preset="slow"), ".mkv", r"encoder ffv1 refuses .*AVOption preset .*has not been used"),
 ])
 def test_bad_encoder_settings_fail_before_any_frame(tmp_path: Path, bicubic: BicubicEngine,
                                                     options: EncodeOptions, suffix: str, words: str) -> None:
