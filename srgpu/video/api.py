@@ -510,7 +510,8 @@ def check_complete(job: VideoJob, frames: int, last_time: float | None) -> None:
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
     if not src.is_file():
-        raise VideoError(f"{src}: no such file")
+        raise VideoError(f"{src}: not a regular file (a pipe or a device: srgpu reads files it can seek in)"
+                         if src.exists() and not src.is_dir() else f"{src}: no such file")
     if dst.exists() and (dst.resolve() == src.resolve() or os.path.samefile(src, dst)):
         raise VideoError(f"{dst}: the output would replace its input")
     if dst.resolve() == src.resolve():

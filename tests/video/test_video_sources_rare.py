@@ -170,3 +170,14 @@ def test_names_that_look_like_ffmpeg_protocols_are_the_files_they_name(tmp_path:
     result = upscale_video(Path("concat:a.mp4|b.mp4"), Path("x:y.mkv"), bicubic2, FFV1)  # relative names
     assert result.frames == 5 and named.is_file() and (tmp_path / "x:y.mkv").is_file()
     assert probe(Path("x:y.mkv")).main_video().width == 128
+
+
+def test_a_pipe_given_as_the_source_is_named_for_what_it_is(tmp_path: Path, bicubic2: BicubicEngine) -> None:
+    import os
+
+    from srgpu.video.api import VideoError
+
+    fifo = tmp_path / "fifo.mp4"
+    os.mkfifo(fifo)
+    with pytest.raises(VideoError, match=r"fifo.mp4: not a regular file"):
+        upscale_video(fifo, tmp_path / "out.mp4", bicubic2, FAST)
