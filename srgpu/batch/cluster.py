@@ -244,8 +244,13 @@ class DaskRunner:
             pass
 
     def _lost(self, e: BaseException) -> bool:
-        """Whether ``e`` says the client lost its scheduler (rather than one task failing)."""
-        return "scheduler-connection-lost" in str(e) or self.client.status not in ("running", "newly-created")
+        """Whether ``e`` says the client lost its scheduler (rather than one task failing): also the
+        closed connection itself, which a result being gathered as the scheduler dies raises before
+        the client's status has changed."""
+        from distributed.comm.core import CommClosedError
+
+        return (isinstance(e, CommClosedError) or "scheduler-connection-lost" in str(e)
+                or self.client.status not in ("running", "newly-created"))
 
     def release(self) -> None:
         """Nothing to end: the cluster's workers are not this run's."""
