@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 42, training run 1: one piece on the GPU machine, with .pack/i42_crops.npz carried (rebuilt here by
+# Issue 42, training run 1: one piece on the GPU machine, with .pack/i42_crops.npz carried (rebuilt here by dev/i42_pack.sh;
 # scripts/training/pack_train_data.py --crops, weights/README.md "Issue 42: data"). It resumes from
 # dev/training-state/i42r1 where that folder exists (it travels with the tree), else starts the run; the states
 # come back as $OUT/i42r1.tgz: unpack them into dev/training-state/ and commit them on main (a branch does not
