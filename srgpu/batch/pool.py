@@ -100,40 +100,45 @@ def parse_gpus(text: str | None, device: str = "auto") -> tuple[int, ...] | None
     return wanted
 
 
-# encoders that spread one 4K stream over every core of the machine by themselves: running several
-# at once only adds contention. Measured on the H100 machine (16 cores, BENCHMARKS.md "Chunked
-# videos", 2026-11-23/24): 2-4 chunk workers on one GPU ran at 0.61-0.93x one srgpu process with
-# x264 ultrafast, veryfast and medium (x264 medium fills ~12 of 16 cores alone); x265 medium gained
-# 1.36-1.43x over plain ffmpeg with equal chunks.
-SELF_PARALLEL_ENCODERS = frozenset({"libx264"})
+# x264 spreads one 4K stream over every core by itself (about 1.5 threads a core), yet several at once
+# fill the cores better: its frame threads wait on each other's reference rows. On one H200 with 16
+# cores (BENCHMARKS.md sessions 27-28), four chunk workers on the one GPU, each x264 on 24 threads,
+# ran at 1.12-1.32x srgpu's one worker (veryfast and ultrafast 150 s, medium 60 s, a folder of 8 x 20 s;
+# 1.04x on a 30 s video); on the 64-core 4-GPU host, four x264 encoders of 24 threads were already
+# the default. So up to X264_ENCODERS at once by default (about one per 4 cores, at least one per GPU)
+# and each keeps up to X264_THREADS threads: what x264 picks for itself on 16 cores.
+X264_ENCODERS = 4
+X264_THREADS = 24
 
 
 def default_workers(gpus: int, cores: int | None = None, encoder: str | None = None) -> int:
     """Chunk workers when the user says none: the encoder is the CPU's part and the bottleneck of a
     long job (DESIGN.md: 7-35 ms of CPU per 4K frame against ~1 ms of GPU), so about one worker per
     4 cores, at least one per GPU, at most 4 per GPU (each holds frames and buffers on its GPU);
-    one per GPU (one in all on the CPU) for an encoder that fills the machine alone
-    (SELF_PARALLEL_ENCODERS; a long video is then still cut into chunks, for resume); for NVENC,
-    which encodes on the card and leaves the cores alone, a fixed number of sessions per GPU
-    (srgpu.video.nvenc.SESSIONS_PER_GPU: why two), on the first NVENC GPU for CPU engines."""
-    if encoder in SELF_PARALLEL_ENCODERS:
-        return max(1, gpus)
+    for libx264 at most X264_ENCODERS (at least one per GPU; one in all on the CPU, whose engine
+    is the bottleneck there); for NVENC, which encodes on the card and leaves the cores alone, a
+    fixed number of sessions per GPU (srgpu.video.nvenc.SESSIONS_PER_GPU: why two), on the first
+    NVENC GPU for CPU engines."""
     if nvenc.is_nvenc(encoder):
         return nvenc.SESSIONS_PER_GPU * max(1, gpus)
     cores = cores or cpu_cores()
     n = max(1, cores // 4)
+    if encoder == "libx264":
+        return max(gpus, min(n, X264_ENCODERS)) if gpus else 1
     if gpus:
         n = min(max(n, gpus), 4 * gpus)
     return n
 
 
 def encoder_threads(workers: int, cores: int | None = None) -> int | None:
-    """Threads for each worker's encoder (x264): the machine's cores shared out, as x264 itself
-    uses 1.5 threads per core; None (the encoder's own choice) for one worker."""
+    """Threads for each worker's encoder (x264, the one encoder told: srgpu.video.api.threads_option):
+    its share of the machine's cores at x264's own 1.5 threads a core, or where that is fewer, what
+    x264 would pick on this machine alone up to X264_THREADS; None (its own choice) for one worker."""
     if workers <= 1:
         return None
     cores = cores or cpu_cores()
-    return max(1, math.ceil(1.5 * cores / workers))
+    share = math.ceil(1.5 * cores / workers)
+    return max(share, min(math.ceil(1.5 * cores), X264_THREADS))
 
 
 def devices_for(workers: int, gpus: Sequence[int]) -> list[str]:

@@ -17,8 +17,8 @@ the engine and writing of images on every core with one GPU, and runs videos one
 each its own overlapped pipeline. Workers pay where that leaves work undone: a folder holding two
 videos or more, whose encoders are the bottleneck (DESIGN.md: 7-35 ms of CPU per 4K frame against
 ~1 ms of GPU) and run several at once on workers (default_workers: about one per 4 cores, at least
-one per GPU; one per GPU when every video goes to libx264, which fills the cores alone: measured,
-4 workers on one GPU ran a folder of four x264 videos at 1.01x one process); or where the user asks for them (``--workers N`` with N > 1, ``--gpus``) or for a
+one per GPU; at most four when every video goes to libx264: measured on one H200 and 16 cores, 4
+workers ran a folder of eight 20 s x264 videos at 1.28x this process); or where the user asks for them (``--workers N`` with N > 1, ``--gpus``) or for a
 cluster. A folder of images alone keeps the in-process pipeline by default, on one GPU or several:
 its images are codec-bound on the CPU, which the in-process pipeline already fills. Every video of
 a folder runs whole on one worker (one pipeline, no chunks): the folder's files keep the workers

@@ -228,7 +228,7 @@ def upscale(
                                          help=MAX_MP_HELP),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", metavar="N", min=1,
                                           help="Workers for a long video's chunks and a folder's files (default: "
-                                               "about one per 4 CPU cores, at least one per GPU; a folder uses "
+                                               "about one per 4 CPU cores, at least one per GPU, at most 4 with libx264; a folder uses "
                                                "them by default when it holds two videos or more)."),
     gpus: Optional[str] = typer.Option(None, "--gpus", metavar="all|0,1", help="GPUs the workers use "
                                        "(default: every usable GPU with --device auto, the one --device names)."),

@@ -241,8 +241,8 @@ def test_dask_workers_on_a_folder(folder: Path, reference: Path, tmp_path: Path)
 
 
 def test_the_default_worker_count_follows_the_folders_encoder(tmp_path: Path) -> None:
-    """A folder whose videos all go to libx264 (the .mp4/.mkv default) gets one worker per GPU
-    by default, so it stays in this process on one GPU; mixed encoders keep the cores-based count."""
+    """A folder's encoder is known where all its videos share one (the .mp4/.mkv default, libx264,
+    has its own default worker count: srgpu.batch.pool.default_workers); mixed encoders get none."""
     from srgpu.cli.commands import _folder_encoder
     from srgpu.batch.plan import plan_batch
     from srgpu.video.options import EncodeOptions, VideoOptions

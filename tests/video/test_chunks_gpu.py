@@ -93,7 +93,7 @@ def test_chunks_decode_on_nvdec(tmp_path: Path, clip: Path, single: Path) -> Non
 
 @pytest.mark.parametrize("gpu", [0, 1])
 def test_one_worker_in_process_overlaps_its_chunks_on_nvdec(tmp_path: Path, clip: Path, single: Path, gpu: int) -> None:
-    """One worker (one GPU and x264: the default) makes the chunks in this process, each in a thread
+    """One worker (`--workers 1`) makes the chunks in this process, each in a thread
     of its own, the next started while the last one drains: NVDEC decodes them, every change of chunk
     overlaps, and the output is the single pipeline's; on the second GPU too (a thread's current
     device is GPU 0 until it says otherwise: a machine with one GPU skips that case)."""

@@ -331,14 +331,18 @@ def test_worker_plans() -> None:
         plan_workers("cpu", None, 0)
     from srgpu.batch.pool import default_workers, devices_for, encoder_threads
     assert default_workers(0, cores=16) == 4 and default_workers(2, cores=2) == 2 and default_workers(1, 64) == 4
-    # an encoder that fills the machine alone gets one worker per GPU (a long video is still
-    # chunked, for resume); the others share the cores out
-    assert default_workers(1, 16, "libx264") == 1 and default_workers(2, 16, "libx264") == 2
+    # x264: about one per 4 cores up to four encoders, at least one per GPU, one on the CPU engine
+    # (BENCHMARKS.md sessions 27-28); the others share the cores out
+    assert default_workers(1, 16, "libx264") == 4 and default_workers(2, 16, "libx264") == 4
+    assert default_workers(4, 64, "libx264") == 4 and default_workers(8, 16, "libx264") == 8
+    assert default_workers(1, 8, "libx264") == 2 and default_workers(1, 4, "libx264") == 1
     assert default_workers(0, 16, "libx264") == 1 and default_workers(1, 16, "libx265") == 4
     assert plan_workers("cpu", None, None, cores=16, encoder="libx264").workers == 1
     assert plan_workers("cpu", None, None, cores=16, encoder="libx265").workers == 4
     assert devices_for(3, (0, 1)) == ["cuda:0", "cuda:1", "cuda:0"]
-    assert encoder_threads(1, 16) is None and encoder_threads(4, 16) == 6
+    # each x264 keeps what it would pick alone on this host up to 24 threads, or its share where more
+    assert encoder_threads(1, 16) is None and encoder_threads(4, 16) == 24 and encoder_threads(4, 64) == 24
+    assert encoder_threads(2, 8) == 12 and encoder_threads(2, 64) == 48 and encoder_threads(2, 2) == 3
     assert shown  # (imported for the shared helpers' sake)
 
 
