@@ -16,7 +16,7 @@ from srgpu.model import load_npz
 from srgpu.video import chunked
 from srgpu.video.api import EncodeOptions, VideoOptions
 from conftest import random_image
-from test_video import make_clip
+from test_video import frame_times, make_clip
 
 X264_GOP = "keyint={k}:min-keyint={k}:scenecut=0:bframes=3"
 
@@ -149,6 +149,33 @@ def test_errors_are_raised(tmp_path: Path, random_npz: Path) -> None:
 
     with pytest.raises(BatchError):
         upscale(UpscaleOptions(tmp_path / "missing.png", tmp_path / "out.png", model=str(random_npz), device="cpu"))
+
+
+@pytest.mark.gpu
+def test_x264s_default_workers_take_a_24_s_video_on_the_gpus(tmp_path: Path, random_npz: Path) -> None:
+    """With no flag given, libx264's default worker count on this host's GPUs (about one per 4 cores up to
+    four, at least one per GPU: BENCHMARKS.md session 28) cuts a 24 s video into chunks for them; the run's
+    one line says the workers and x264's threads, and the output holds every frame at the source's times."""
+    from srgpu.batch.pool import default_workers, encoder_threads
+    from srgpu.engine.gpuinfo import cuda_status
+
+    status = cuda_status()
+    if not status.usable:
+        pytest.skip(f"no usable CUDA GPU: {status.reason}")
+    workers = default_workers(len(status.devices), None, "libx264")
+    if workers < 2:
+        pytest.skip("this host's cores give x264 one worker")
+    src = make_clip(tmp_path / "src.mp4", rate=5, frames=120, codec="libx264",
+                    out_args=("-preset", "veryfast", "-x264-params", X264_GOP.format(k=10)))
+    dst = tmp_path / "out.mp4"
+    heard = Heard()
+    result = upscale(UpscaleOptions(src, dst, model=str(random_npz)), heard)
+    assert result.route == "chunks" and result.exit_code == 0 and result.chunks >= workers, heard.lines
+    assert heard.pools and heard.pools[0][1] is True  # GPU workers
+    line = next(line for line in heard.lines if " chunks, 120 frames, on " in line)
+    assert f" on {workers} workers on cuda:" in line, line
+    assert f"libx264 on {encoder_threads(workers)} threads each" in line, line
+    assert frame_times(dst) == frame_times(src) and not chunked.work_folder(dst).exists()
 
 
 @pytest.mark.gpu
