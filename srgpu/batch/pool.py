@@ -101,7 +101,7 @@ def parse_gpus(text: str | None, device: str = "auto") -> tuple[int, ...] | None
 
 
 # x264 spreads one 4K stream over every core by itself (about 1.5 threads a core), yet several at once
-# fill the cores better: its frame threads wait on each other's reference rows. On one H200 with 16
+# fill the cores better (its frame threads wait on each other: measured, not profiled). On one H200 with 16
 # cores (BENCHMARKS.md sessions 27-28), four chunk workers on the one GPU, each x264 on 24 threads,
 # ran at 1.12-1.32x srgpu's one worker (veryfast and ultrafast 150 s, medium 60 s, a folder of 8 x 20 s;
 # 1.04x on a 30 s video); on the 64-core 4-GPU host, four x264 encoders of 24 threads were already
