@@ -8,8 +8,10 @@
 # 1. From raw files (bench_encoder_cost.py), the first 20 s of the 60 s source: x264 medium and veryfast on srgpu's
 #    frames against ffmpeg's bicubic ones, one ffmpeg each.
 # 2. x264 medium on the 60 s source: plain4; srgpu's default (8 chunks on 4 workers of 24 threads); the same with
-#    --chunk-seconds 15 (4 chunks, one a worker: no chunk overlap); the same with 12 x264 threads a worker.
-# 3. A traced default run at veryfast (dev/trace_site): the start and the end of a chunked 60 s run.
+#    --chunk-seconds 15 (4 chunks, one a worker: no chunk overlap).
+# 3. A traced default run at veryfast (dev/trace_site): the start and the end of a chunked 60 s run, from .base
+#    (before) and from the working tree (after: NVDEC's trial beside the scans).
+# 4. The video group of the GPU tests on the working tree (real NVDEC).
 source .ffmpeg9/setup.sh
 ROOT=$PWD; cd .base
 export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site:$PWD
@@ -30,10 +32,15 @@ row() { local name=$1; shift
   echo "$name rc=$? $(( $(date +%s)-t0 )) s"; grep -h '"row"' $OUT/r/$name.out | cut -c1-170; grep -h "chunks,\|files, one per task" $OUT/r/$name.log; }
 row md60 --rows plain4 srgpuall
 row md60c15 --no-warmup --rows srgpuall --srgpu-arg=--chunk-seconds --srgpu-arg=15
-row md60t12 --no-warmup --rows srgpuall --srgpu-arg=--encoder-arg=-threads --srgpu-arg=--encoder-arg=12
-TR=$OUT/r/trace; mkdir -p $TR
-SRGPU_DEV_TRACE=$TR PYTHONPATH=$PWD/dev/trace_site:$PYTHONPATH timeout 120 python3 -m srgpu upscale $SRC -o $W/tr60.mkv \
-  --overwrite --codec libx264 --preset veryfast --crf 18 > $OUT/r/trace_run.log 2>&1
-echo "traced rc=$? $(( $(date +%s)-t0 )) s $(tail -1 $OUT/r/trace_run.log)"
-python3 dev/trace_report.py $TR --min 0.02 > $OUT/r/trace_report.txt 2>&1; rm -rf $TR
+traced() { local name=$1 tree=$2; local TR=$OUT/r/trace_$name; mkdir -p $TR
+  (cd $tree && SRGPU_DEV_TRACE=$TR PYTHONPATH=$ROOT/.base/dev/trace_site:/tmp/site:$tree timeout 120 python3 -m srgpu \
+    upscale $SRC -o $W/tr60_$name.mkv --overwrite --codec libx264 --preset veryfast --crf 18 > $OUT/r/trace_$name.log 2>&1)
+  echo "traced $name rc=$? $(( $(date +%s)-t0 )) s $(tail -1 $OUT/r/trace_$name.log)"
+  python3 $ROOT/.base/dev/trace_report.py $TR --min 0.02 > $OUT/r/trace_$name.txt 2>&1; rm -rf $TR; }
+traced before $ROOT/.base
+traced after $ROOT
+cd $ROOT; export PYTHONPATH=/tmp/site:$ROOT
+V="tests/video/test_gpu_nvdec.py tests/video/test_video.py tests/video/test_handover.py tests/video/test_hwdecode.py tests/video/test_chunks.py tests/video/test_video_abuse.py"
+timeout 200 python3 -m pytest -q -m gpu -rs -p no:cacheprovider $V > $OUT/r/gpu_video.log 2>&1
+echo "video tests rc=$? $(( $(date +%s)-t0 )) s $(tail -1 $OUT/r/gpu_video.log)"
 tar -czf $OUT/r.tgz -C $OUT r && rm -rf $OUT/r
