@@ -5,9 +5,9 @@
 # may change while the machine starts):
 #   rm -rf .base && mkdir .base && git archive HEAD srgpu scripts dev/trace_site dev/trace_report.py | tar -x -C .base
 #   bash dev/s31_call2.sh      # carry .ffmpeg9, shared and .base
-# 1. From raw files (bench_encoder_cost.py), the first 20 s of the 60 s source: x264 medium and veryfast on srgpu's
+# 1. From raw files (bench_encoder_cost.py), the first 15 s of the 60 s source: x264 medium and veryfast on srgpu's
 #    frames against ffmpeg's bicubic ones, one ffmpeg each.
-# 2. x264 medium on the 60 s source: plain4; srgpu's default (8 chunks on 4 workers of 24 threads); the same with
+# 2. x264 medium on the 60 s source (plain4 is s29_one_gpu.sh's row): srgpu's default (8 chunks on 4 workers of 24 threads); the same with
 #    --chunk-seconds 15 (4 chunks, one a worker: no chunk overlap).
 # 3. A traced default run at veryfast (dev/trace_site): the start and the end of a chunked 60 s run, from .base
 #    (before) and from the working tree (after: NVDEC's trial beside the scans).
@@ -22,14 +22,14 @@ from pathlib import Path; from bench_chunks import default_source
 print(default_source(Path('$W'), 60))")
 echo "source $SRC"
 t0=$(date +%s)
-timeout 200 python3 scripts/benchmarks/bench_encoder_cost.py --source $SRC --seconds 20 \
+timeout 200 python3 scripts/benchmarks/bench_encoder_cost.py --source $SRC --seconds 15 \
   --settings libx264:medium libx264:veryfast --json $OUT/r/enc_cost.json > $OUT/r/enc_cost.out 2>&1
 echo "enc_cost rc=$? $(( $(date +%s)-t0 )) s"; grep '"row"\|srgpu_over' $OUT/r/enc_cost.out | cut -c1-400 | head -4
 row() { local name=$1; shift
   timeout 200 python3 scripts/benchmarks/bench_bighost.py --work $W --source $SRC --settings libx264:medium \
     "$@" --json $OUT/r/$name.json > $OUT/r/$name.out 2>&1
   echo "$name rc=$? $(( $(date +%s)-t0 )) s"; grep -h '"row"' $OUT/r/$name.out | cut -c1-170; grep -h "chunks,\|files, one per task" $OUT/r/$name.log; }
-row md60 --rows plain4 srgpuall
+row md60 --rows srgpuall
 row md60c15 --no-warmup --rows srgpuall --srgpu-arg=--chunk-seconds --srgpu-arg=15
 traced() { local name=$1 tree=$2; local TR=$OUT/r/trace_$name; mkdir -p $TR
   (cd $tree && SRGPU_DEV_TRACE=$TR PYTHONPATH=$ROOT/.base/dev/trace_site:/tmp/site:$tree timeout 120 python3 -m srgpu \
