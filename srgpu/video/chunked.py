@@ -534,19 +534,13 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, ident
                               "the frame before a chunk's first", job)
     if when_long is not None:
         when_long()
-    # NVDEC's trial (about 1 s: the first frames decoded both ways) runs beside the scans of the
-    # timestamps and packets; a run they keep in one pipeline still waits for it (no ffmpeg left)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="srgpu-nvdec-trial") as trial:
-        trial_notes: list[str] = []
-        nvdec_choice = trial.submit(_nvdec, job, hwdec, gpu, trial_notes)
-        if discont.find(job.src, job.info) is not None:
-            return SinglePipeline("not cut into chunks: its timestamps jump (the single pipeline makes them "
-                                  "continuous)", job)
-        scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
-        if isinstance(scan, str):
-            return SinglePipeline(f"not cut into chunks: {scan}", job)
-        nvdec = nvdec_choice.result()
-    notes.extend(trial_notes)
+    if discont.find(job.src, job.info) is not None:
+        return SinglePipeline("not cut into chunks: its timestamps jump (the single pipeline makes them continuous)",
+                              job)
+    scan = chunking.chunkable(job.src, job.stream.index, job.reader_args.get("decoder"))
+    if isinstance(scan, str):
+        return SinglePipeline(f"not cut into chunks: {scan}", job)
+    nvdec = _nvdec(job, hwdec, gpu, notes)
     settings = video_settings(job, options, identity)
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
