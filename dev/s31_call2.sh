@@ -4,7 +4,9 @@
 # encode), and the fixed costs of a chunked 60 s run. Runs the tree of HEAD archived into .base (so the working tree
 # may change while the machine starts):
 #   rm -rf .base && mkdir .base && git archive HEAD srgpu scripts dev/trace_site dev/trace_report.py | tar -x -C .base
-#   bash dev/s31_call2.sh      # carry .ffmpeg9, shared and .base
+#   bash dev/s31_call2.sh      # carry .ffmpeg9 and .base; shared/ (shared/data/video is enough) travels with the tree
+# Session 31 ran it with .base from 3088d73 and the working tree at 6f8a537 (NVDEC's trial beside the scans, taken
+# back in a49447c); with .base from HEAD now, the two traced runs are of the same code.
 # 1. From raw files (bench_encoder_cost.py), the first 15 s of the 60 s source: x264 medium and veryfast on srgpu's
 #    frames against ffmpeg's bicubic ones, one ffmpeg each.
 # 2. x264 medium on the 60 s source (plain4 is s29_one_gpu.sh's row): srgpu's default (8 chunks on 4 workers of 24 threads); the same with
