@@ -21,7 +21,9 @@ Rows (``--rows``): ``plain`` (ffmpeg -vf scale=W:H:flags=bicubic, one process), 
 equal chunks with -ss/-t at once, then the concat demuxer and the source's audio: what one
 scripts by hand), ``srgpu1`` (one GPU, one pipeline: --gpus 0 --chunk-seconds 0), ``srgpuG`` (the
 first G GPUs, srgpu's defaults), ``srgpuall`` (--gpus all, defaults), ``srgpuall-wN`` (--gpus all
---workers N). A folder of videos (``--folder-files`` cuts of ``--folder-seconds`` each of the source,
+--workers N), ``pipedN`` (plainN with each chunk's decoding and scaling in one ffmpeg and its encoding in
+another, joined by a pipe of raw frames in Matroska, as srgpu's encoders are fed). A suffix ``-tT`` on a
+plain, piped or srgpu row gives the x264 or x265 encoders ``-threads T``. A folder of videos (``--folder-files`` cuts of ``--folder-seconds`` each of the source,
 stream copies at keyframes, with the audio): ``folder-plainN`` (plain ffmpeg over the files, N at a time,
 xargs -P N), ``folder-srgpu`` (``srgpu upscale FOLDER -o OUT --gpus all``, defaults) and
 ``folder-srgpu-wN`` (--workers N); fps is every output's frames over the row's wall time, and every
@@ -76,7 +78,7 @@ def process_kind(cmd: list[bytes]) -> str:
         last_input = max((i for i, w in enumerate(words) if w == "-i"), default=0)
         # a codec named before the last -i is a decoder (-c:v h264_cuvid -i SRC), after it an encoder
         codecs = [words[i + 1] for i, w in enumerate(words[:-1]) if i > last_input
-                  and re.fullmatch(r"-c(odec)?:v(:0)?|-c(odec)?:\d+|-vcodec", w) and words[i + 1] != "copy"]
+                  and re.fullmatch(r"-c(odec)?:v(:0)?|-c(odec)?:\d+|-vcodec", w) and words[i + 1] not in ("copy", "rawvideo")]
         piped = "pipe:0" in inputs or "-" in inputs
         if codecs and "null" not in words:
             return f"ffmpeg encode {codecs[0]}" + (" (frames piped in)" if piped else "")
@@ -114,6 +116,7 @@ class Sampler:
         self.cpu: list[float] = []
         self.gpu: list[float] = []
         self.last: dict[int, tuple[str, float]] = {}
+        self.thread_last: dict[tuple[int, int], tuple[str, str, float]] = {}  # (pid, tid) of ffmpeg's -> (kind, name, CPU s)
         self.t0 = time.perf_counter()
         self.seen: dict[int, list] = {}  # pid -> [kind, parent, first seen, last seen] (s from the start)
         self._stop = threading.Event()
@@ -200,8 +203,34 @@ class Sampler:
                 if kind == "?" and p in self.last:  # a process exiting: its name is gone, its figure is final
                     kind = self.last[p][0]
                 self.last[p] = (kind, tree[p][2])
+                if kind.startswith("ffmpeg"):
+                    self._threads(p, kind)
                 now = round(time.perf_counter() - self.t0, 2)
                 self.seen.setdefault(p, [kind, tree[p][0], now, now])[3] = now
+
+    def _threads(self, pid: int, kind: str) -> None:
+        """Each thread of an ffmpeg process by its name (ffmpeg names its demuxer, decoder, filter,
+        encoder and muxer threads; an encoder's own threads, x264's, take the name of the thread
+        that started them)."""
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            return
+        for t in tasks:
+            try:
+                stat = (t / "stat").read_text()
+            except OSError:
+                continue
+            name = re.sub(r"\d+", "N", stat[stat.index("(") + 1:stat.rindex(")")])
+            rest = stat[stat.rindex(")") + 2:].split()
+            self.thread_last[(pid, int(t.name))] = (kind, name, (int(rest[11]) + int(rest[12])) / TICK)
+
+    def by_thread(self) -> dict[str, dict[str, float]]:
+        """CPU seconds of ffmpeg's threads, by process kind and thread name."""
+        out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for kind, name, cpu in self.thread_last.values():
+            out[kind][name] += cpu
+        return {k: dict(v) for k, v in out.items()}
 
     def stop(self) -> None:
         self._stop.set()
@@ -270,6 +299,9 @@ def run_row(name: str, commands: list[list[str]], gpus: list[int], outputs: list
     kinds = sampler.by_kind()
     row["cpu_s_per_frame"] = {k: round(v / frames, 4) for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])}
     row["cpu_s_per_frame_total"] = round(sum(kinds.values()) / frames, 4)
+    row["ffmpeg_threads_cpu_s_per_frame"] = {
+        kind: {n: round(v / frames, 4) for n, v in sorted(names.items(), key=lambda kv: -kv[1]) if v / frames >= 0.0005}
+        for kind, names in sampler.by_thread().items()}
     if timeline:
         row["timeline"] = sampler.timeline()
     return row
@@ -284,20 +316,31 @@ def pts_increasing(path: Path) -> bool:
 
 
 def plain_commands(src: Path, out: Path, size: tuple[int, int], codec: str, preset: str, crf: int,
-                   n: int, duration: float, folder: Path) -> list[list[str]]:
+                   n: int, duration: float, folder: Path, threads: int | None = None,
+                   piped: bool = False) -> list[list[str]]:
     ff = [ffmpeg_exe(), "-hide_banner", "-nostdin", "-y", "-loglevel", "error"]
     enc = ["-c:v", codec, "-preset", preset, "-crf", str(crf)] + (
-        ["-x265-params", "log-level=error"] if codec == "libx265" else [])
+        ["-x265-params", "log-level=error"] if codec == "libx265" else []) + (
+        ["-threads", str(threads)] if threads else [])
     scale = ["-vf", f"scale={size[0]}:{size[1]}:flags=bicubic"]
-    if n == 1:
+    if n == 1 and not piped:
         return [ff + ["-i", str(src), "-map", "0:v:0", "-map", "0:a?", *scale, *enc, "-c:a", "copy", str(out)]]
     step = duration / n
-    parts = [folder / f"plain{n}-{k:02d}.mkv" for k in range(n)]
+    name = "piped" if piped else "plain"
+    parts = [folder / f"{name}{n}-{k:02d}.mkv" for k in range(n)]
+
+    def chunk(k: int) -> str:
+        window = ["-ss", f"{k * step:.6f}", "-i", str(src)] + (["-t", f"{step:.6f}"] if k < n - 1 else [])
+        if not piped:
+            return " ".join(_q(a) for a in ff + window + ["-map", "0:v:0", "-an", *scale, *enc, str(parts[k])])
+        # decoded and scaled frames through a pipe, raw in Matroska, to an encoder of their own
+        decode = ff + window + ["-map", "0:v:0", "-an", *scale, "-c:v", "rawvideo", "-f", "matroska", "pipe:1"]
+        encode = ff + ["-f", "matroska", "-i", "pipe:0", "-map", "0:v:0", *enc, str(parts[k])]
+        return "( " + " ".join(_q(a) for a in decode) + " | " + " ".join(_q(a) for a in encode) + " )"
+
     # all N at once: one bash line, as one would script it
-    jobs = " & ".join(" ".join(_q(a) for a in ff + ["-ss", f"{k * step:.6f}", "-i", str(src)]
-                               + (["-t", f"{step:.6f}"] if k < n - 1 else [])
-                               + ["-map", "0:v:0", "-an", *scale, *enc, str(parts[k])]) for k in range(n))
-    listing = folder / f"plain{n}.txt"
+    jobs = " & ".join(chunk(k) for k in range(n))
+    listing = folder / f"{name}{n}.txt"
     listing.write_text("".join(f"file '{p}'\n" for p in parts))
     return [["bash", "-c", jobs + " & wait"],
             ff + ["-f", "concat", "-safe", "0", "-i", str(listing), "-i", str(src), "-map", "0:v", "-map", "1:a?",
@@ -418,20 +461,23 @@ def main() -> None:
                              *args.srgpu_arg]
                     cmds = srgpu_command(folder / "clips", outdir, codec, preset, args.crf, extra)
                     gpus = list(range(ngpus))
-                elif name == "plain" or re.fullmatch(r"plain\d+", name):
-                    n = int(name[5:] or 1)
-                    cmds = plain_commands(src, out, size, codec, preset, args.crf, n, duration, folder)
+                elif m := re.fullmatch(r"(plain|piped)(\d*)(?:-t(\d+))?", name):
+                    n = int(m.group(2) or 1)
+                    cmds = plain_commands(src, out, size, codec, preset, args.crf, n, duration, folder,
+                                          int(m.group(3)) if m.group(3) else None, m.group(1) == "piped")
                     gpus: list[int] = []
                 elif name == "srgpu1":
                     cmds = srgpu_command(src, out, codec, preset, args.crf,
                                          ["--gpus", "0", "--chunk-seconds", "0", *args.srgpu_arg])
                     gpus = [0]
-                elif m := re.fullmatch(r"srgpu(all|\d+)(?:-w(\d+))?", name):
+                elif m := re.fullmatch(r"srgpu(all|\d+)(?:-w(\d+))?(?:-t(\d+))?", name):
                     g = ngpus if m.group(1) == "all" else int(m.group(1))
                     gpus = list(range(g))
                     extra = ["--gpus", "all" if m.group(1) == "all" else ",".join(map(str, gpus))]
                     if m.group(2):
                         extra += ["--workers", m.group(2)]
+                    if m.group(3):
+                        extra += ["--encoder-arg=-threads", f"--encoder-arg={m.group(3)}"]
                     cmds = srgpu_command(src, out, codec, preset, args.crf, extra + args.srgpu_arg)
                 else:
                     raise SystemExit(f"unknown row {name}")
