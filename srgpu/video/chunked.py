@@ -44,6 +44,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -59,6 +60,7 @@ from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, con
                   plan_video, planned_kinds, threads_option, video_codec)
 from .chunks import Chunk, SourceScan
 from .errors import VideoError
+from .handover import HandoverReader
 from .options import EncodeOptions, VideoOptions
 from .pipeline import run_pipeline
 from .reader import Reader
@@ -138,6 +140,7 @@ class ChunkResult:
     concealed: int = 0
     from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
     decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
+    handover_at: int | None = None  # the frames the CPU decoded before NVDEC took over (an engine's first chunk)
 
     @property
     def frames(self) -> int:
@@ -148,7 +151,7 @@ class ChunkResult:
         return {"format": CHUNK_FORMAT, "version": VERSION, "key": key, "index": self.index, "pts": list(self.pts),
                 "durations": list(self.durations), "size": self.size, "sha256": self.sha256,
                 "seconds": self.seconds, "concealed": self.concealed, "from_start": self.from_start,
-                "decoder": self.decoder}
+                "decoder": self.decoder, "handover_at": self.handover_at}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "ChunkResult | None":
@@ -160,7 +163,8 @@ class ChunkResult:
             result = cls(int(data["index"]), pts, durations, int(data["size"]), str(data["sha256"]),
                          float(data.get("seconds", 0.0)), int(data.get("concealed", 0)),
                          bool(data.get("from_start", False)),
-                         data.get("decoder") if isinstance(data.get("decoder"), str) else None)
+                         data.get("decoder") if isinstance(data.get("decoder"), str) else None,
+                         data.get("handover_at") if isinstance(data.get("handover_at"), int) else None)
         except (KeyError, TypeError, ValueError):
             return None
         return result if len(result.pts) == len(result.durations) else None
@@ -197,9 +201,15 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
 
     # NVDEC (where the job has it and the engine is on a GPU) after a seek, then the CPU's decoder
     # after a seek, then the CPU's decoder from the start of the file: the first that gives exactly
-    # the chunk's frames
+    # the chunk's frames. An engine's first chunk starts on the CPU's decoder and hands over to NVDEC
+    # once NVDEC is up and agrees (srgpu.video.handover): the workers' first chunks start together,
+    # the run's critical path, and 4 NVDEC decoders starting at once took 0.83 s to their first frame
+    # against the CPU's 0.14 s (BENCHMARKS.md, session 32); a later chunk's NVDEC starts while the
+    # chunk before drains its encoder
     gpu = engine_gpu(engine)
     _check_nvenc(task, gpu)
+    first_here = engine not in _engines_with_a_chunk
+    _engines_with_a_chunk.add(engine)
     attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
     attempts += [(None, False)] if task.chunk.seek_us is not None else []
     attempts += [(None, True)]
@@ -208,7 +218,8 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
             if turn is not None:
                 turn.acquire()
             try:
-                return _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn)
+                return _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn,
+                                   handover=first_here and nvdec is not None)
             except VideoError:
                 if k == len(attempts) - 1:
                     raise
@@ -218,6 +229,9 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
         raise VideoError(f"{task.job.src}: chunk {task.chunk.index}: {e.strerror or e} "
                          f"({e.filename or task.path.parent})") from None
 
+
+# the engines that have started a chunk (a worker's, or this process's): the first decodes on the CPU at its start
+_engines_with_a_chunk: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 # the packet-timing digests this process found, by the file's identity: a worker scans a source once
 _source_digests: dict[tuple[Any, ...], str] = {}
@@ -273,19 +287,33 @@ def nvdec_options(stream_index: int, gpu: int) -> tuple[str, ...]:
 
 
 class KnownDurations:
-    """The source's own durations of a chunk's frames, for a decoder that reports none (NVDEC):
-    what srgpu.video.verify.SourceTiming gives, from the scan instead of a second read."""
+    """The source's own timing of a chunk's frames, for a decoder that reports no durations (NVDEC)
+    and for the check of NVDEC's frames after a handover: what srgpu.video.verify.SourceTiming
+    gives, from the scan instead of a second read, and of the chunk's frames alone."""
 
     def __init__(self, time_base: Fraction, pts: Sequence[int], durations: Sequence[int]) -> None:
-        self._by_time = {p * time_base: d * time_base for p, d in zip(pts, durations)}
+        self._frames = sorted((p * time_base, d * time_base) for p, d in zip(pts, durations))
+        self._by_time = dict(self._frames)
 
     def duration_at(self, time: Fraction) -> Fraction | None:
         return self._by_time.get(time)
 
+    def ready(self) -> bool:
+        return True  # known from the scan
+
+    def packets(self) -> None:
+        return None
+
+    def frames_after(self, time: Fraction) -> list[tuple[Fraction, Fraction]]:
+        """(time, duration) in seconds of the chunk's frames presented after ``time`` seconds."""
+        return [f for f in self._frames if f[0] > time]
+
 
 def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | None], None],
                 from_start: bool, nvdec: str | None = None, gpu: int | None = None,
-                turn: Any = None) -> ChunkResult:
+                turn: Any = None, handover: bool = False) -> ChunkResult:
+    """One attempt at the chunk: decoded by ``nvdec`` (None: the CPU), after a seek or from the
+    start of the file; ``handover``: by the CPU's decoder until NVDEC is up and agrees."""
     job, chunk = task.job, task.chunk
     started = time.perf_counter()
     _choose_plan(task, engine)
@@ -300,8 +328,12 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
     if nvdec is not None:
         args.update(decoder=nvdec, decoder_options=nvdec_options(job.stream.index, gpu or 0))
         timing = KnownDurations(task.time_base, task.expected, task.durations)
-    reader = Reader(job.src, job.stream.index, job.layout, **args, window=chunk.window(from_start),
-                    timing=timing)  # type: ignore[arg-type]
+    window = chunk.window(from_start)
+    reader: Reader | HandoverReader = Reader(job.src, job.stream.index, job.layout, **args, window=window,
+                                             timing=timing)  # type: ignore[arg-type]
+    if handover:
+        reader = HandoverReader(Reader(job.src, job.stream.index, job.layout, **job.reader_args, window=window),
+                                reader, second_name=nvdec, timing=timing)  # type: ignore[arg-type]
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(plan)
     try:
@@ -316,9 +348,13 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
             raise ChunkMismatch(f"{job.src}: chunk {chunk.index}: {_difference(sent, task.expected)}")
         verify.check_frames(tmp, 0, sent, task.time_base)
         size, digest = file_digest(tmp)
+        took_over = reader.handover_at if isinstance(reader, HandoverReader) else None
+        concealed = (max(reader.first.concealed, reader.second.concealed) if isinstance(reader, HandoverReader)
+                     else reader.concealed)  # before a handover both decoded the same frames
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
-                             time.perf_counter() - started, reader.concealed,
-                             from_start and chunk.seek_us is not None, nvdec)
+                             time.perf_counter() - started, concealed, from_start and chunk.seek_us is not None,
+                             nvdec if not isinstance(reader, HandoverReader) or took_over is not None else None,
+                             took_over)
         again, _ = check_chunk(task)  # the same task run twice at once (a worker presumed lost): the first stays
         if again is not None:
             return again
@@ -855,11 +891,13 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
         notes.append("some chunks could not be decoded from their keyframe and were decoded from the start of "
                      "the file")
     decoders = {r.decoder or "software" for r in done.values()}
+    handed = sum(r.handover_at is not None for r in done.values())
+    first_frames = f" (the first frames of {handed} chunk{'s' * (handed > 1)} by software while NVDEC started)" if handed else ""
     return VideoResult(output=cj.job.dst, frames=frames, seconds=seconds,
                        fps=new_frames / seconds if seconds > 0 else 0.0,
                        input_size=(cj.job.stream.width, cj.job.stream.height),  # type: ignore[arg-type]
                        output_size=cj.job.plan.enc_size, codec=cj.job.codec, pix_fmt=cj.job.pix_fmt,
-                       notes=cj.job.notes + tuple(notes), decoder=" and ".join(sorted(decoders)))
+                       notes=cj.job.notes + tuple(notes), decoder=" and ".join(sorted(decoders)) + first_frames)
 
 
 def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:

@@ -560,6 +560,100 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
     assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's
 
 
+def _nvdec_stand_in(monkeypatch: pytest.MonkeyPatch, wrong_pts_at: int | None = None) -> list[tuple[int, str | None, bool]]:
+    """ffmpeg's software H.264 decoder named as NVDEC's (``-c:0 h264``) on a worker's GPU 0, with
+    what NVDEC reports (no frame durations); ``wrong_pts_at``: its frame at that pts (ticks) is
+    given a tick later (a decoder that goes wrong). Returns the attempts made, as (chunk, decoder,
+    handover)."""
+    monkeypatch.setattr(chunked, "engine_gpu", lambda engine: 0)
+    monkeypatch.setattr(chunked, "nvdec_options", lambda index, gpu: ())
+    original, make = Reader._on_line, chunked._make_chunk
+    attempts: list[tuple[int, str | None, bool]] = []
+
+    def stand_in(self: Reader, line: str) -> bool:
+        if self.args.count("h264") and "[Parsed_showinfo_" in line:
+            line = re.sub(r"\bduration:\s*\d+", "duration: 0", line)
+            if wrong_pts_at is not None:
+                line = re.sub(rf"\bpts:\s*{wrong_pts_at}\b", f"pts: {wrong_pts_at + 1}", line)
+        return original(self, line)
+
+    def recorded(task, engine, progress, from_start, nvdec=None, gpu=None, turn=None, handover=False):  # type: ignore[no-untyped-def]
+        attempts.append((task.chunk.index, nvdec, handover))
+        return make(task, engine, progress, from_start, nvdec, gpu, turn, handover=handover)
+
+    monkeypatch.setattr(Reader, "_on_line", stand_in)
+    monkeypatch.setattr(chunked, "_make_chunk", recorded)
+    return attempts
+
+
+class PacedEngine(BicubicEngine):
+    """10 ms a frame, as a worker's pipeline is paced by its encoder: a second decoder started beside
+    the first catches up with it (unpaced, 64x48 frames go through faster than it starts)."""
+
+    def srcnn_plane(self, plane, out_shape, max_value):  # type: ignore[no-untyped-def]
+        time.sleep(0.01)
+        return super().srcnn_plane(plane, out_shape, max_value)
+
+
+def _handover_clip(tmp_path: Path) -> tuple[Path, Path, VideoOptions]:
+    """96 frames (keyframes every 12) and the single pipeline's lossless output of them."""
+    src = make_clip(tmp_path / "src.mp4", frames=96, codec="libx264", audio="aac",
+                    out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=12)))
+    options = VideoOptions(EncodeOptions(codec="ffv1"))
+    single = tmp_path / "single.mkv"
+    upscale_video(src, single, BicubicEngine(random_model("9-1-5", seed=21), 2), options)
+    return src, single, options
+
+
+def test_an_engines_first_chunk_starts_on_the_cpu_and_hands_over(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine's first chunk starts on the CPU's decoder while NVDEC (a stand-in) starts, and
+    NVDEC takes over once its frames are the CPU's; the engine's later chunks decode on NVDEC
+    alone. The done line says so, and the output is the single pipeline's, sample for sample,
+    every frame at its time."""
+    from dataclasses import replace
+
+    src, single, options = _handover_clip(tmp_path)
+    parts = tmp_path / "chunked.mkv"
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
+    assert not isinstance(cj, str) and [c.frames for c in cj.chunks] == [48, 48], cj
+    attempts = _nvdec_stand_in(monkeypatch)
+    done: list[chunked.ChunkResult] = []
+    run = chunked.run_chunk
+    monkeypatch.setattr(chunked, "run_chunk", lambda *a, **k: done.append(run(*a, **k)) or done[-1])
+    engine = PacedEngine(random_model("9-1-5", seed=21), 2)  # its own: it has made no chunk yet
+    result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
+    assert attempts == [(0, "h264", True), (1, "h264", False)]
+    first = next(r for r in done if r.index == 0)
+    assert first.decoder == "h264" and first.handover_at is not None and 12 <= first.handover_at < 48, first
+    assert all(r.decoder == "h264" and r.handover_at is None for r in done if r.index != 0)
+    assert result.decoder == "h264 (the first frames of 1 chunk by software while NVDEC started)"
+    assert_same_timing(single, parts, audio=True)
+    got, want = decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96)
+    assert len(got) == len(want) == 96
+    assert_same_frames(got, want)
+
+
+def test_a_first_chunk_whose_nvdec_goes_wrong_after_the_handover_is_decoded_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVDEC (a stand-in) takes over the first chunk, then times a frame wrong (frame 40): the
+    chunk is decoded again on the CPU, from its start, and the output is still the single
+    pipeline's, sample for sample."""
+    from dataclasses import replace
+
+    src, single, options = _handover_clip(tmp_path)
+    parts = tmp_path / "chunked.mkv"
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
+    assert not isinstance(cj, str) and len(cj.chunks) == 2
+    attempts = _nvdec_stand_in(monkeypatch, wrong_pts_at=40 * 512)
+    engine = PacedEngine(random_model("9-1-5", seed=21), 2)
+    result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
+    assert attempts == [(0, "h264", True), (0, None, False), (1, "h264", False)], attempts
+    assert result.decoder == "h264 and software"
+    assert_same_timing(single, parts, audio=True)
+    assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
+
+
 # ---------------------------------------------------------------- the order chunks are made in
 
 

@@ -397,9 +397,9 @@ def test_an_output_that_appeared_meanwhile_is_kept(tmp_path: Path, clip: Path) -
     assert dst.read_bytes() == b"someone else's" and leftovers(tmp_path) == []
 
 
-def recording(runner: type, events: list[tuple[str, int]]) -> type:
+def recording(runner: type, events: list[tuple[str, int]], results: list | None = None) -> type:
     """``runner`` (InProcess or LocalPool) that records when each chunk starts and when its result
-    comes back, in ``events``."""
+    comes back, in ``events``, and each result in ``results``."""
 
     class Recording(runner):  # type: ignore[misc, valid-type]
         def run(self, tasks, on_frames, on_result, on_start=None, on_error=None):  # type: ignore[no-untyped-def]
@@ -410,6 +410,8 @@ def recording(runner: type, events: list[tuple[str, int]]) -> type:
 
             def done(result):  # type: ignore[no-untyped-def]
                 events.append(("done", result.index))
+                if results is not None:
+                    results.append(result)
                 on_result(result)
 
             super().run(tasks, on_frames, done, started, on_error)
