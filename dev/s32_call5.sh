@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 32, one H200 (16 cores), call 5: NVDEC's check on each engine's chunks (the working tree, no trial in the
+# Session 32, one H200 (16 cores), call 5, not run (no device time left): NVDEC's check on each engine's chunks
+# (cfa1b42 + 4d02260, taken back in 0b8c29a and 90bfd9f: revert those two to test it; the working tree, no trial in the
 # coordinator) against .base (3 commits back: NVDEC checked by the coordinator, every chunk decoded on NVDEC from its
 # first frame). GPU tests first (real NVDEC), then a traced run of the tree, then a bench row if time allows
 # (cut to fit the 325 s of device time left after a refused start).
