@@ -609,7 +609,7 @@ def test_an_engines_first_chunk_starts_on_the_cpu_and_hands_over(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """An engine's first chunk starts on the CPU's decoder while NVDEC (a stand-in) starts, and
     NVDEC takes over once its frames are the CPU's; the engine's later chunks decode on NVDEC
-    alone. The done line says so, and the output is the single pipeline's, sample for sample,
+    alone. The run's result says so, and the output is the single pipeline's, sample for sample,
     every frame at its time."""
     from dataclasses import replace
 
