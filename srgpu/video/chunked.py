@@ -140,8 +140,8 @@ class ChunkResult:
     concealed: int = 0
     from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
     decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
-    handover_at: int | None = None  # the frames the CPU decoded before NVDEC took over (an engine's first chunk)
-    nvdec_failed: str | None = None  # why NVDEC failed its check on this chunk (its engine's first)
+    handover_at: int | None = None  # the frames the CPU decoded before NVDEC took over (a chunk started on the CPU)
+    nvdec_failed: str | None = None  # why NVDEC failed its check on this chunk (then not used on its engine again)
 
     @property
     def frames(self) -> int:
