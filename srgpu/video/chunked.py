@@ -207,7 +207,8 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     gpu = engine_gpu(engine)
     _check_nvenc(task, gpu)
     verdict = _nvdec_verdicts.get(engine)
-    nvdec_here = task.nvdec if task.nvdec and gpu is not None and verdict is not False else None
+    on_trial = verdict is None and engine in _nvdec_trials  # the CPU decodes while the trial decides
+    nvdec_here = task.nvdec if task.nvdec and gpu is not None and verdict is not False and not on_trial else None
     attempts = [(nvdec_here, False)] if nvdec_here else []
     attempts += [(None, False)] if task.chunk.seek_us is not None else []
     attempts += [(None, True)]
@@ -216,8 +217,11 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
             if turn is not None:
                 turn.acquire()
             try:
-                return _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn,
-                                   handover=nvdec is not None and verdict is None)
+                result = _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn,
+                                     handover=nvdec is not None and verdict is None)
+                failed = nvdec is None and task.nvdec and _nvdec_verdicts.get(engine) is False
+                why = _nvdec_why.get(engine) if failed else None  # decoded on the CPU for that: said
+                return replace(result, nvdec_failed=why) if why and result.nvdec_failed is None else result
             except VideoError:
                 if k == len(attempts) - 1:
                     raise
@@ -236,6 +240,12 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
 # handed out: the run's critical path, and the workers' first chunks then waited for NVDEC's start
 # too (4 at once: 0.83 s to the first frame, the CPU's 0.14 s; BENCHMARKS.md, session 32)
 _nvdec_verdicts: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_nvdec_why: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # where False: why
+# A chunk that ends before NVDEC has caught up with the CPU's decoder (chunks of a second or so)
+# leaves the check undecided; NVDEC's start would be paid again by every chunk that short, so
+# hwdecode's trial (NVDEC and the CPU's decoder on the file's first frames) decides instead, in a
+# thread of the engine's own, while its next chunks are decoded on the CPU
+_nvdec_trials: "weakref.WeakKeyDictionary[Any, threading.Thread]" = weakref.WeakKeyDictionary()
 _NVDEC_LOCK = threading.Lock()
 _ON_THE_CPU = ": decoded on the CPU"  # how HandoverReader's note ends
 
@@ -345,7 +355,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
 
     def engine_free() -> None:  # the last frame is decoded and processed: NVDEC's check is over
         if isinstance(reader, HandoverReader):
-            _judge_nvdec(engine, reader)
+            _judge_nvdec(engine, reader, task, gpu or 0)
         if turn is not None:
             turn.release()
 
@@ -379,20 +389,44 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         if isinstance(reader, HandoverReader) and reader.handover_at is not None:
             with _NVDEC_LOCK:  # NVDEC went wrong after taking over: not again on this engine
                 _nvdec_verdicts[engine] = False
+                _nvdec_why[engine] = f"{nvdec} went wrong after taking over a chunk"
         raise
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def _judge_nvdec(engine: Any, reader: HandoverReader) -> None:
+def _judge_nvdec(engine: Any, reader: HandoverReader, task: ChunkTask, gpu: int) -> None:
     """NVDEC's check on this engine, from a chunk's handover: passed where NVDEC took over, failed
-    where it gave up (its frames differed, it failed to start); undecided where the chunk ended
-    before NVDEC caught up (the next chunk checks again)."""
+    where it gave up (its frames differed, it failed to start); where the chunk ended before NVDEC
+    caught up, the trial decides, in a thread beside the engine's next chunks."""
     with _NVDEC_LOCK:
         if reader.handover_at is not None:
             _nvdec_verdicts.setdefault(engine, True)
         elif reader.note is not None:
             _nvdec_verdicts[engine] = False
+            _nvdec_why[engine] = reader.note.removesuffix(_ON_THE_CPU)
+        elif engine not in _nvdec_verdicts and engine not in _nvdec_trials and task.nvdec:
+            trial = threading.Thread(target=_nvdec_trial, args=(weakref.ref(engine), task.job, task.nvdec, gpu),
+                                     name="srgpu-nvdec-trial", daemon=True)
+            _nvdec_trials[engine] = trial
+            trial.start()
+
+
+def _nvdec_trial(engine: "weakref.ref[Any]", job: VideoJob, nvdec: str, gpu: int) -> None:
+    """hwdecode's trial of ``nvdec`` on the job's first frames, for the engine's later chunks."""
+    args = job.reader_args
+    try:
+        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
+                                                    nvdec, nvdec_options(job.stream.index, gpu))
+    except (VideoError, OSError) as e:
+        same, what = None, f"{nvdec} failed: {e}"
+    with _NVDEC_LOCK:
+        here = engine()
+        if here is None or here in _nvdec_verdicts:  # the engine is gone, or a handover decided first
+            return
+        _nvdec_verdicts[here] = bool(same)
+        if not same:
+            _nvdec_why[here] = what or "the source's first frames do not decode cleanly"
 
 
 def _choose_plan(task: ChunkTask, engine: Any) -> None:

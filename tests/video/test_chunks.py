@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -562,19 +563,25 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
     assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's
 
 
-def _nvdec_stand_in(monkeypatch: pytest.MonkeyPatch, wrong: Callable[[int], bool] | None = None
-                    ) -> list[tuple[int, str | None, bool]]:
+def _nvdec_stand_in(monkeypatch: pytest.MonkeyPatch, wrong: Callable[[int], bool] | None = None,
+                    slow_start: float = 0.0) -> list[tuple[int, str | None, bool]]:
     """ffmpeg's software H.264 decoder named as NVDEC's (``-c:0 h264``) on a worker's GPU 0, with
     what NVDEC reports (no frame durations); its frames whose pts (ticks) ``wrong`` is true of are
-    given a tick later (a decoder that goes wrong). Returns the attempts made, as (chunk, decoder,
-    handover)."""
+    given a tick later (a decoder that goes wrong); with ``slow_start``, the first decoder started
+    gives its first frame that many seconds late (NVDEC's start). Returns the attempts made, as
+    (chunk, decoder, handover)."""
     monkeypatch.setattr(chunked, "engine_gpu", lambda engine: 0)
     monkeypatch.setattr(chunked, "nvdec_options", lambda index, gpu: ())
     original, make = Reader._on_line, chunked._make_chunk
     attempts: list[tuple[int, str | None, bool]] = []
 
+    late, lock = [slow_start], threading.Lock()
+
     def stand_in(self: Reader, line: str) -> bool:
         if self.args.count("h264") and "[Parsed_showinfo_" in line:
+            with lock:
+                wait, late[0] = (late[0], 0.0) if "pts:" in line else (0.0, late[0])
+            time.sleep(wait)
             line = re.sub(r"\bduration:\s*\d+", "duration: 0", line)
             if wrong is not None:
                 line = re.sub(r"\bpts:\s*(\d+)", lambda m: f"pts: {int(m.group(1)) + wrong(int(m.group(1)))}", line)
@@ -677,6 +684,35 @@ def test_nvdec_that_fails_its_check_on_an_engine_is_not_used_there_again(tmp_pat
                             r"decoded on the CPU", n) for n in result.notes), result.notes
     assert_same_timing(single, parts, audio=True)
     assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
+
+
+def test_a_chunk_that_ends_before_nvdec_catches_up_leaves_the_check_to_the_trial(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine's first chunk that ends before NVDEC (a stand-in slow to start) has caught up with
+    the CPU's decoder leaves NVDEC's check undecided: hwdecode's trial decides it in a thread, while
+    the engine's next chunks are decoded on the CPU (none pays NVDEC's start again for nothing), and
+    once it has passed the engine's chunks are decoded on NVDEC from their first frame. Both outputs
+    are the single pipeline's, sample for sample."""
+    from dataclasses import replace
+
+    src, single, options = _handover_clip(tmp_path)
+    attempts = _nvdec_stand_in(monkeypatch, slow_start=3.0)
+    engine = BicubicEngine(random_model("9-1-5", seed=21), 2)  # unpaced: a 24-frame chunk ends in well under 3 s
+    for name in ("first.mkv", "second.mkv"):
+        parts = tmp_path / name
+        cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=0.96)
+        assert not isinstance(cj, str) and [c.frames for c in cj.chunks] == [24] * 4, cj
+        result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
+        if name == "first.mkv":
+            assert attempts[0] == (0, "h264", True) and not any(handover for _, _, handover in attempts[1:]), attempts
+            chunked._nvdec_trials[engine].join(60)
+            assert chunked._nvdec_verdicts.get(engine) is True
+            attempts.clear()
+        else:
+            assert sorted(attempts) == [(k, "h264", False) for k in range(4)], attempts
+            assert result.decoder == "h264"
+        assert_same_timing(single, parts, audio=True)
+        assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
 
 
 # ---------------------------------------------------------------- the order chunks are made in
