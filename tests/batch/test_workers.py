@@ -59,13 +59,15 @@ def test_released_workers_end_by_themselves_and_a_later_run_starts_new_ones() ->
 
 
 def _alive(pid: int) -> bool:
+    """Running (an ended process not reaped yet, a zombie, is not)."""
     import os
 
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return True
 
 
 _SCRIPT = """
@@ -111,20 +113,29 @@ def test_the_library_route_on_workers_runs_from_any_script(tmp_path: Path, how: 
     assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["im0.png", "im1.png", "im2.png"]
 
 
+class _DiesAtStart:
+    """An engine spec whose worker process exits (status 3) where it would make its engine."""
+
+    device = "cpu"
+
+    def on(self, device: str) -> "_DiesAtStart":
+        return self
+
+    def create(self) -> None:
+        import os
+
+        os._exit(3)
+
+
 def test_a_worker_that_cannot_start_fails_the_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker process that ends before its engine is ready (here: its interpreter exits at start-up)
-    is started again at most ``retries`` times, then the run fails with one line that says so; it was
-    started again forever."""
-    import os
+    """A worker process that ends before its engine is ready (here: it exits where it would make its
+    engine) is started again at most ``retries`` times, then the run fails with one line that says
+    so; it was started again forever."""
     import time
 
-    from srgpu.model import random_model
-    from srgpu.batch.pool import EngineSpec, LocalPool, WorkerError
+    from srgpu.batch.pool import LocalPool, WorkerError
 
-    (tmp_path / "sitecustomize.py").write_text("import os\nif os.environ.get('SRGPU_TEST_DIE'):\n    os._exit(3)\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    monkeypatch.setenv("SRGPU_TEST_DIE", "1")
-    spec = EngineSpec(random_model("9-1-5", seed=3), 2)
+    spec = _DiesAtStart()
     started = time.monotonic()
     with LocalPool(spec, ["cpu"], retries=2) as pool:
         with pytest.raises(WorkerError) as e:
@@ -133,3 +144,79 @@ def test_a_worker_that_cannot_start_fails_the_run_in_one_line(tmp_path: Path, mo
     assert message == ("the worker on cpu could not start: it ended with exit status 3 before its engine was ready, "
                        "3 times")
     assert time.monotonic() - started < 60
+
+
+class _Env:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def execute(self, engine: object, progress: object) -> str | None:
+        import os
+
+        return os.environ.get(self.name)
+
+
+def test_workers_see_the_callers_environment_of_their_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker has the caller's environment as it is when the worker starts (workers are forked
+    from a server started with the first pool, which keeps the environment of its own start): a
+    variable set after the first pool reaches a later pool's workers, one removed is gone."""
+    from srgpu.model import random_model
+    from srgpu.batch.pool import EngineSpec, LocalPool
+
+    spec = EngineSpec(random_model("9-1-5", seed=3), 2)
+    monkeypatch.setenv("SRGPU_TEST_GONE", "before")
+    seen: list[list[str | None]] = []
+    for step in range(2):
+        with LocalPool(spec, ["cpu"]) as pool:
+            got: list[str | None] = []
+            pool.run([_Env("SRGPU_TEST_SET"), _Env("SRGPU_TEST_GONE")], lambda n: None, got.append)
+            seen.append(sorted(got, key=str))
+        monkeypatch.setenv("SRGPU_TEST_SET", "after")
+        monkeypatch.delenv("SRGPU_TEST_GONE", raising=False)
+    assert seen == [[None, "before"], [None, "after"]]
+
+
+_SLEEPER = """
+import os, time
+
+class Sleeper:  # a task that keeps its worker's main thread busy: only a signal ends it
+    def execute(self, engine, progress):
+        open(f"started-{os.getpid()}", "w").close()
+        time.sleep(600)
+"""
+
+_KILLED_CALLER = """
+import sys
+sys.path.insert(0, ".")
+from sleeper import Sleeper
+from srgpu.model import random_model
+from srgpu.batch.pool import EngineSpec, LocalPool
+
+pool = LocalPool(EngineSpec(random_model("9-1-5", seed=3), 2), ["cpu", "cpu"])
+pool.run([Sleeper(), Sleeper()], lambda n: None, lambda r: None)
+"""
+
+
+def test_workers_end_when_their_caller_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the process that started the workers (nothing of it can clean up) ends them too,
+    within seconds, even in the middle of a task: they are not left holding a GPU."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "sleeper.py").write_text(_SLEEPER)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_CALLER], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while len(started := list(tmp_path.glob("started-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int(p.name.split("-")[1]) for p in started]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    deadline = time.monotonic() + 20
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids)
