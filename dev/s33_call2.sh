@@ -6,9 +6,10 @@
 #   .mid   e22b8e8: NVDEC's check on each engine, workers spawned
 #   tree   HEAD: .mid plus workers forked from a preloaded forkserver
 #   rm -rf .base .mid && mkdir .base .mid && git archive f3d33a8 srgpu scripts | tar -x -C .base
-#   git archive e22b8e8 srgpu scripts | tar -x -C .mid; bash dev/s33_call2.sh   # carry .ffmpeg9 .base .mid
+#   mkdir -p .mid/srgpu/batch && git show e22b8e8:srgpu/batch/pool.py > .mid/srgpu/batch/pool.py  (its only change)
+#   bash dev/s33_call2.sh   # carry .ffmpeg9 .base .mid (the whole of them is past 64 MiB: .mid is filled in there)
 source dev/device_lib.sh
-ln -sfn $ROOT/weights .mid/weights
+cp -rn $ROOT/srgpu $ROOT/scripts .mid/ && rm .mid/srgpu/batch/worker_start.py && ln -sfn $ROOT/weights .mid/weights
 PYTHONPATH=/tmp/site:$ROOT timeout 230 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests/video/test_chunks_gpu.py \
   tests/video/test_handover.py tests/video/test_hwdecode.py tests/video/test_gpu_nvdec.py \
   tests/batch/test_folder_workers_gpu.py tests/engine/test_gpu_memory.py > $OUT/r/gpu_tests.log 2>&1
