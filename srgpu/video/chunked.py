@@ -140,8 +140,7 @@ class ChunkResult:
     concealed: int = 0
     from_start: bool = False  # decoded from the start of the file (seeking did not give its frames)
     decoder: str | None = None  # the NVDEC decoder that decoded it, None: the CPU's
-    handover_at: int | None = None  # the frames the CPU decoded before NVDEC took over (a chunk started on the CPU)
-    nvdec_failed: str | None = None  # why NVDEC failed its check on this chunk (then not used on its engine again)
+    handover_at: int | None = None  # the frames the CPU decoded before NVDEC took over (an engine's first chunk)
 
     @property
     def frames(self) -> int:
@@ -152,7 +151,7 @@ class ChunkResult:
         return {"format": CHUNK_FORMAT, "version": VERSION, "key": key, "index": self.index, "pts": list(self.pts),
                 "durations": list(self.durations), "size": self.size, "sha256": self.sha256,
                 "seconds": self.seconds, "concealed": self.concealed, "from_start": self.from_start,
-                "decoder": self.decoder, "handover_at": self.handover_at, "nvdec_failed": self.nvdec_failed}
+                "decoder": self.decoder, "handover_at": self.handover_at}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "ChunkResult | None":
@@ -165,8 +164,7 @@ class ChunkResult:
                          float(data.get("seconds", 0.0)), int(data.get("concealed", 0)),
                          bool(data.get("from_start", False)),
                          data.get("decoder") if isinstance(data.get("decoder"), str) else None,
-                         data.get("handover_at") if isinstance(data.get("handover_at"), int) else None,
-                         data.get("nvdec_failed") if isinstance(data.get("nvdec_failed"), str) else None)
+                         data.get("handover_at") if isinstance(data.get("handover_at"), int) else None)
         except (KeyError, TypeError, ValueError):
             return None
         return result if len(result.pts) == len(result.durations) else None
@@ -201,15 +199,18 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
             progress(-sent[0])
         sent[0] = 0
 
-    # NVDEC (where the job has it, the engine is on a GPU and NVDEC has not failed its check on this
-    # engine) after a seek, then the CPU's decoder after a seek, then the CPU's decoder from the
-    # start of the file: the first that gives exactly the chunk's frames
+    # NVDEC (where the job has it and the engine is on a GPU) after a seek, then the CPU's decoder
+    # after a seek, then the CPU's decoder from the start of the file: the first that gives exactly
+    # the chunk's frames. An engine's first chunk starts on the CPU's decoder and hands over to NVDEC
+    # once NVDEC is up and agrees (srgpu.video.handover): the workers' first chunks start together,
+    # the run's critical path, and 4 NVDEC decoders starting at once took 0.83 s to their first frame
+    # against the CPU's 0.14 s (BENCHMARKS.md, session 32); a later chunk's NVDEC starts while the
+    # chunk before drains its encoder
     gpu = engine_gpu(engine)
     _check_nvenc(task, gpu)
-    verdict = _nvdec_verdicts.get(engine)
-    on_trial = verdict is None and engine in _nvdec_trials  # the CPU decodes while the trial decides
-    nvdec_here = task.nvdec if task.nvdec and gpu is not None and verdict is not False and not on_trial else None
-    attempts = [(nvdec_here, False)] if nvdec_here else []
+    first_here = engine not in _engines_with_a_chunk
+    _engines_with_a_chunk.add(engine)
+    attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
     attempts += [(None, False)] if task.chunk.seek_us is not None else []
     attempts += [(None, True)]
     try:
@@ -217,11 +218,8 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
             if turn is not None:
                 turn.acquire()
             try:
-                result = _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn,
-                                     handover=nvdec is not None and verdict is None)
-                failed = nvdec is None and task.nvdec and _nvdec_verdicts.get(engine) is False
-                why = _nvdec_why.get(engine) if failed else None  # decoded on the CPU for that: said
-                return replace(result, nvdec_failed=why) if why and result.nvdec_failed is None else result
+                return _make_chunk(task, engine, counted, from_start, nvdec, gpu, turn,
+                                   handover=first_here and nvdec is not None)
             except VideoError:
                 if k == len(attempts) - 1:
                     raise
@@ -232,22 +230,8 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
                          f"({e.filename or task.path.parent})") from None
 
 
-# NVDEC's check on each engine (a worker's, or this process's): until it is decided, a chunk starts
-# on the CPU's decoder and hands over to NVDEC once NVDEC is up and its frames have been the CPU's
-# (srgpu.video.handover); True from then on (NVDEC decodes the engine's chunks from their first
-# frame), False where its frames differed, it failed or it went wrong after taking over (the CPU
-# decodes them). The check was the coordinator's, on the file's first frames, before any chunk was
-# handed out: the run's critical path, and the workers' first chunks then waited for NVDEC's start
-# too (4 at once: 0.83 s to the first frame, the CPU's 0.14 s; BENCHMARKS.md, session 32)
-_nvdec_verdicts: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
-_nvdec_why: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()  # where False: why
-# A chunk that ends before NVDEC has caught up with the CPU's decoder (chunks of a second or so)
-# leaves the check undecided; NVDEC's start would be paid again by every chunk that short, so
-# hwdecode's trial (NVDEC and the CPU's decoder on the file's first frames) decides instead, in a
-# thread of the engine's own, while its next chunks are decoded on the CPU
-_nvdec_trials: "weakref.WeakKeyDictionary[Any, threading.Thread]" = weakref.WeakKeyDictionary()
-_NVDEC_LOCK = threading.Lock()
-_ON_THE_CPU = ": decoded on the CPU"  # how HandoverReader's note ends
+# the engines that have started a chunk (a worker's, or this process's): the first decodes on the CPU at its start
+_engines_with_a_chunk: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 # the packet-timing digests this process found, by the file's identity: a worker scans a source once
 _source_digests: dict[tuple[Any, ...], str] = {}
@@ -352,16 +336,10 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
                                 reader, second_name=nvdec, timing=timing)  # type: ignore[arg-type]
     reader.duration, reader.fps = job.info.duration, job.stream.fps
     writer = Writer(plan)
-
-    def engine_free() -> None:  # the last frame is decoded and processed: NVDEC's check is over
-        if isinstance(reader, HandoverReader):
-            _judge_nvdec(engine, reader, task, gpu or 0)
-        if turn is not None:
-            turn.release()
-
     try:
         stats = run_pipeline(reader, engine, job.specs, job.layout.max_value, writer, progress, task.frames,
-                             engine_free=engine_free, cancel=turn.cancel if turn is not None else None)
+                             engine_free=turn.release if turn is not None else None,
+                             cancel=turn.cancel if turn is not None else None)
         sent = tuple(writer.sent_pts)
         if reader.time_base != task.time_base:
             raise ChunkMismatch(f"{job.src}: chunk {chunk.index} decodes in time base {reader.time_base}, "
@@ -373,11 +351,10 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         took_over = reader.handover_at if isinstance(reader, HandoverReader) else None
         concealed = (max(reader.first.concealed, reader.second.concealed) if isinstance(reader, HandoverReader)
                      else reader.concealed)  # before a handover both decoded the same frames
-        why_not = reader.note.removesuffix(_ON_THE_CPU) if isinstance(reader, HandoverReader) and reader.note else None
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
                              time.perf_counter() - started, concealed, from_start and chunk.seek_us is not None,
                              nvdec if not isinstance(reader, HandoverReader) or took_over is not None else None,
-                             took_over, why_not)
+                             took_over)
         again, _ = check_chunk(task)  # the same task run twice at once (a worker presumed lost): the first stays
         if again is not None:
             return again
@@ -385,48 +362,8 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         _fsync(tmp)
         outputs.publish(tmp, task.path, replace=True)
         return result
-    except VideoError:
-        if isinstance(reader, HandoverReader) and reader.handover_at is not None:
-            with _NVDEC_LOCK:  # NVDEC went wrong after taking over: not again on this engine
-                _nvdec_verdicts[engine] = False
-                _nvdec_why[engine] = f"{nvdec} went wrong after taking over a chunk"
-        raise
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _judge_nvdec(engine: Any, reader: HandoverReader, task: ChunkTask, gpu: int) -> None:
-    """NVDEC's check on this engine, from a chunk's handover: passed where NVDEC took over, failed
-    where it gave up (its frames differed, it failed to start); where the chunk ended before NVDEC
-    caught up, the trial decides, in a thread beside the engine's next chunks."""
-    with _NVDEC_LOCK:
-        if reader.handover_at is not None:
-            _nvdec_verdicts.setdefault(engine, True)
-        elif reader.note is not None:
-            _nvdec_verdicts[engine] = False
-            _nvdec_why[engine] = reader.note.removesuffix(_ON_THE_CPU)
-        elif engine not in _nvdec_verdicts and engine not in _nvdec_trials and task.nvdec:
-            trial = threading.Thread(target=_nvdec_trial, args=(weakref.ref(engine), task.job, task.nvdec, gpu),
-                                     name="srgpu-nvdec-trial", daemon=True)
-            _nvdec_trials[engine] = trial
-            trial.start()
-
-
-def _nvdec_trial(engine: "weakref.ref[Any]", job: VideoJob, nvdec: str, gpu: int) -> None:
-    """hwdecode's trial of ``nvdec`` on the job's first frames, for the engine's later chunks."""
-    args = job.reader_args
-    try:
-        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
-                                                    nvdec, nvdec_options(job.stream.index, gpu))
-    except (VideoError, OSError) as e:
-        same, what = None, f"{nvdec} failed: {e}"
-    with _NVDEC_LOCK:
-        here = engine()
-        if here is None or here in _nvdec_verdicts:  # the engine is gone, or a handover decided first
-            return
-        _nvdec_verdicts[here] = bool(same)
-        if not same:
-            _nvdec_why[here] = what or "the source's first frames do not decode cleanly"
 
 
 def _choose_plan(task: ChunkTask, engine: Any) -> None:
@@ -546,7 +483,7 @@ class ChunkedJob:
     settings: Settings
     fingerprint: dict[str, Any]
     notes: tuple[str, ...] = ()
-    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (where it gives the CPU's frames)
+    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
     source_at: tuple[Any, ...] | None = None  # ChunkTask.source_at
 
     def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
@@ -608,9 +545,9 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, ident
     work folder of an interrupted run with the same source and settings exists, its chunk list is
     taken (upscale_chunked then keeps its verified chunks). ``gpu``: the CUDA device of the workers'
     engines (None: CPU engines, or a cluster): with hwdec "auto" or "nvdec" the chunks are decoded
-    on NVDEC where each engine's first chunk finds its frames exactly the CPU decoder's (run_chunk:
-    the handover); every chunk's frames are then the source's own, each timestamp checked, else that
-    chunk is decoded on the CPU. ``when_long`` is called as soon as the video is known to be long enough for
+    on NVDEC where its first frames come out exactly as the CPU decoder's (srgpu.video.hwdecode);
+    every chunk's frames are then the source's own, each timestamp checked, else that chunk is
+    decoded on the CPU. ``when_long`` is called as soon as the video is known to be long enough for
     chunks, before its packets are scanned (the caller starts its workers then: they come up while
     the source is scanned, BENCHMARKS.md issue 40)."""
     notes: list[str] = []
@@ -672,10 +609,8 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, ident
 
 
 def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str | None:
-    """The NVDEC decoder for the chunks, where this ffmpeg and driver have one for the stream, or
-    None (the CPU decodes them; said where it was asked for). Whether it decodes the stream as the
-    CPU does is checked on each engine's first chunk (run_chunk). ``hwdec``: the mode as
-    srgpu.video.hwdecode.decide made it for the workers' engines."""
+    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked
+    for). ``hwdec``: the mode as srgpu.video.hwdecode.decide made it for the workers' engines."""
     if hwdec == "no":
         return None
     if gpu is None:
@@ -692,7 +627,11 @@ def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str 
     elif choice is None or choice not in ffmpeg.video_codecs("decoders") or not hwdecode.nvcuvid_loadable():
         why = f"no NVDEC decoder for {job.stream.codec} here"
     else:
-        return choice  # checked on each engine's first chunk (run_chunk: the handover)
+        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
+                                                    choice, nvdec_options(job.stream.index, gpu))
+        if same:
+            return choice
+        why = what or "the source's first frames do not decode cleanly"
     if hwdec == "nvdec":
         notes.append(f"chunks are decoded on the CPU: {why}")
     return None
@@ -952,8 +891,6 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
         notes.append("some chunks could not be decoded from their keyframe and were decoded from the start of "
                      "the file")
     decoders = {r.decoder or "software" for r in done.values()}
-    for why in sorted({r.nvdec_failed for r in done.values() if r.nvdec_failed}):
-        notes.append(f"{why}: that worker's chunks are decoded on the CPU")
     handed = sum(r.handover_at is not None for r in done.values())
     first_frames = f" (the first frames of {handed} chunk{'s' * (handed > 1)} by software while NVDEC started)" if handed else ""
     return VideoResult(output=cj.job.dst, frames=frames, seconds=seconds,

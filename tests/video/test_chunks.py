@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import threading
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -531,9 +529,9 @@ def test_transport_stream_with_a_start_time(tmp_path: Path, engine: BicubicEngin
 
 
 def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The path NVDEC takes once it has passed its check on an engine, on the CPU: a named decoder
-    on the worker's GPU whose frames carry no durations (as NVDEC's), which take the source's own
-    from the scan; and a chunk it gets wrong (here: every other one) is decoded again on the CPU decoder. The output's timing is the single
+    """The path NVDEC takes, on the CPU: a named decoder on the worker's GPU whose frames carry no
+    durations (as NVDEC's), which take the source's own from the scan; and a chunk it gets wrong
+    (here: every other one) is decoded again on the CPU decoder. The output's timing is the single
     pipeline's."""
     src = make_clip(tmp_path / "src.mp4", frames=30, codec="libx264", audio="aac",
                     out_args=("-preset", "medium", "-x264-params", X264_GOP.format(k=6)))
@@ -556,35 +554,27 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
         return original(self, line)
 
     monkeypatch.setattr(Reader, "_on_line", no_durations)
-    monkeypatch.setitem(chunked._nvdec_verdicts, engine, True)  # it passed its check on this engine's first chunk
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert result.decoder == "h264 and software"
     assert_same_timing(single, parts, audio=True)
     assert shown(parts)[-1][1] == shown(single)[-1][1]  # the last frame's duration: the source's
 
 
-def _nvdec_stand_in(monkeypatch: pytest.MonkeyPatch, wrong: Callable[[int], bool] | None = None,
-                    slow_start: float = 0.0) -> list[tuple[int, str | None, bool]]:
+def _nvdec_stand_in(monkeypatch: pytest.MonkeyPatch, wrong_pts_at: int | None = None) -> list[tuple[int, str | None, bool]]:
     """ffmpeg's software H.264 decoder named as NVDEC's (``-c:0 h264``) on a worker's GPU 0, with
-    what NVDEC reports (no frame durations); its frames whose pts (ticks) ``wrong`` is true of are
-    given a tick later (a decoder that goes wrong); with ``slow_start``, the first decoder started
-    gives its first frame that many seconds late (NVDEC's start). Returns the attempts made, as
-    (chunk, decoder, handover)."""
+    what NVDEC reports (no frame durations); ``wrong_pts_at``: its frame at that pts (ticks) is
+    given a tick later (a decoder that goes wrong). Returns the attempts made, as (chunk, decoder,
+    handover)."""
     monkeypatch.setattr(chunked, "engine_gpu", lambda engine: 0)
     monkeypatch.setattr(chunked, "nvdec_options", lambda index, gpu: ())
     original, make = Reader._on_line, chunked._make_chunk
     attempts: list[tuple[int, str | None, bool]] = []
 
-    late, lock = [slow_start], threading.Lock()
-
     def stand_in(self: Reader, line: str) -> bool:
         if self.args.count("h264") and "[Parsed_showinfo_" in line:
-            with lock:
-                wait, late[0] = (late[0], 0.0) if "pts:" in line else (0.0, late[0])
-            time.sleep(wait)
             line = re.sub(r"\bduration:\s*\d+", "duration: 0", line)
-            if wrong is not None:
-                line = re.sub(r"\bpts:\s*(\d+)", lambda m: f"pts: {int(m.group(1)) + wrong(int(m.group(1)))}", line)
+            if wrong_pts_at is not None:
+                line = re.sub(rf"\bpts:\s*{wrong_pts_at}\b", f"pts: {wrong_pts_at + 1}", line)
         return original(self, line)
 
     def recorded(task, engine, progress, from_start, nvdec=None, gpu=None, turn=None, handover=False):  # type: ignore[no-untyped-def]
@@ -647,72 +637,21 @@ def test_an_engines_first_chunk_starts_on_the_cpu_and_hands_over(tmp_path: Path,
 def test_a_first_chunk_whose_nvdec_goes_wrong_after_the_handover_is_decoded_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """NVDEC (a stand-in) takes over the first chunk, then times a frame wrong (frame 40): the
-    chunk is decoded again on the CPU, from its start, NVDEC is not used on that engine again, and
-    the output is still the single pipeline's, sample for sample."""
+    chunk is decoded again on the CPU, from its start, and the output is still the single
+    pipeline's, sample for sample."""
     from dataclasses import replace
 
     src, single, options = _handover_clip(tmp_path)
     parts = tmp_path / "chunked.mkv"
     cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
     assert not isinstance(cj, str) and len(cj.chunks) == 2
-    attempts = _nvdec_stand_in(monkeypatch, lambda pts: pts == 40 * 512)
+    attempts = _nvdec_stand_in(monkeypatch, wrong_pts_at=40 * 512)
     engine = PacedEngine(random_model("9-1-5", seed=21), 2)
     result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
-    assert attempts == [(0, "h264", True), (0, None, False), (1, None, False)], attempts
-    assert result.decoder == "software"
+    assert attempts == [(0, "h264", True), (0, None, False), (1, "h264", False)], attempts
+    assert result.decoder == "h264 and software"
     assert_same_timing(single, parts, audio=True)
     assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
-
-
-def test_nvdec_that_fails_its_check_on_an_engine_is_not_used_there_again(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """NVDEC's check is each engine's first chunk: a stand-in that times every frame wrong fails it
-    there (the CPU's decoder goes on alone), that engine's later chunks decode on the CPU from the
-    start, the run says why in a note, and the output is the single pipeline's, sample for sample."""
-    from dataclasses import replace
-
-    src, single, options = _handover_clip(tmp_path)
-    parts = tmp_path / "chunked.mkv"
-    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
-    assert not isinstance(cj, str) and len(cj.chunks) == 2
-    attempts = _nvdec_stand_in(monkeypatch, lambda pts: True)
-    engine = PacedEngine(random_model("9-1-5", seed=21), 2)
-    result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
-    assert attempts == [(0, "h264", True), (1, None, False)], attempts
-    assert result.decoder == "software"
-    assert any(re.fullmatch(r"h264 times frame \d+ differently from the software decoder: that worker's chunks are "
-                            r"decoded on the CPU", n) for n in result.notes), result.notes
-    assert_same_timing(single, parts, audio=True)
-    assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
-
-
-def test_a_chunk_that_ends_before_nvdec_catches_up_leaves_the_check_to_the_trial(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An engine's first chunk that ends before NVDEC (a stand-in slow to start) has caught up with
-    the CPU's decoder leaves NVDEC's check undecided: hwdecode's trial decides it in a thread, while
-    the engine's next chunks are decoded on the CPU (none pays NVDEC's start again for nothing), and
-    once it has passed the engine's chunks are decoded on NVDEC from their first frame. Both outputs
-    are the single pipeline's, sample for sample."""
-    from dataclasses import replace
-
-    src, single, options = _handover_clip(tmp_path)
-    attempts = _nvdec_stand_in(monkeypatch, slow_start=3.0)
-    engine = BicubicEngine(random_model("9-1-5", seed=21), 2)  # unpaced: a 24-frame chunk ends in well under 3 s
-    for name in ("first.mkv", "second.mkv"):
-        parts = tmp_path / name
-        cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=0.96)
-        assert not isinstance(cj, str) and [c.frames for c in cj.chunks] == [24] * 4, cj
-        result = chunked.upscale_chunked(replace(cj, nvdec="h264"), InProcess(engine))
-        if name == "first.mkv":
-            assert attempts[0] == (0, "h264", True) and not any(handover for _, _, handover in attempts[1:]), attempts
-            chunked._nvdec_trials[engine].join(60)
-            assert chunked._nvdec_verdicts.get(engine) is True
-            attempts.clear()
-        else:
-            assert sorted(attempts) == [(k, "h264", False) for k in range(4)], attempts
-            assert result.decoder == "h264"
-        assert_same_timing(single, parts, audio=True)
-        assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
 
 
 # ---------------------------------------------------------------- the order chunks are made in
