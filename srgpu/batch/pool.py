@@ -4,8 +4,7 @@ one task at a time, so that several encoders (the CPU's share of the work) run a
 
 A task is a picklable object with ``execute(engine, progress) -> result`` (srgpu.video.chunked.
 ChunkTask). ``InProcess`` runs tasks one after another in the calling process with an engine it
-is given; ``LocalPool`` starts worker processes (forked from a forkserver that imported srgpu, or spawned:
-no CUDA context or thread is inherited; srgpu.batch.worker_start),
+is given; ``LocalPool`` starts worker processes (spawned: no CUDA context or thread is inherited),
 hands each one task at a time, relays their progress, and restarts a worker that dies (a task it
 was running is given to another worker, at most ``retries`` times: a chunk or a file is published
 only once whole, so a half-made one never counts). Without ``on_error`` the first task that fails
@@ -39,7 +38,6 @@ from ..errors import EngineError
 from ..model import SRCNNModel
 from ..manifest import model_identity
 from ..video import nvenc
-from .worker_start import Caller, take_caller, worker_context
 
 
 class WorkerError(RuntimeError):
@@ -386,7 +384,7 @@ class InProcess:
 _PROGRESS_EVERY = 0.2  # seconds between a worker's progress messages
 
 
-def _worker_main(wid: int, spec: EngineSpec, conn: Any, caller: Caller) -> None:
+def _worker_main(wid: int, spec: EngineSpec, conn: Any) -> None:
     """A worker process: make the engine once, then run the tasks its pipe brings. A task that
     ``overlaps`` runs in a thread of its own, so that the next can start once it gives the engine
     up (EngineTurn); any other runs here, alone. Each worker has its own pipe to the parent: a
@@ -406,8 +404,8 @@ def _worker_main(wid: int, spec: EngineSpec, conn: Any, caller: Caller) -> None:
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it ends us with SIGTERM
+    _end_with_parent()
     try:
-        take_caller(caller)
         engine = _own_gpu(spec).create()
     except BaseException as e:  # noqa: BLE001 - reported, then the worker ends
         send(("broken", None, _one_line(e)))
@@ -534,6 +532,20 @@ def _main_module_hidden():  # type: ignore[no-untyped-def]
                 main.__dict__.update(saved)
 
 
+def _end_with_parent() -> None:
+    """Linux: SIGTERM this worker when its parent dies, even by SIGKILL (the worker then cleans up
+    as after Ctrl-C); elsewhere the broken pipe ends it at its next message."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
+            os.kill(os.getpid(), signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
 def _one_line(e: BaseException) -> str:
     from ..video.errors import VideoError
 
@@ -579,7 +591,7 @@ class LocalPool:
         self.devices = list(devices)
         self.workers = len(self.devices)
         self.retries = retries
-        self._ctx = worker_context()  # a forkserver starts now, while the caller plans (worker_start)
+        self._ctx = multiprocessing.get_context("spawn")
         self._pool: dict[int, _Worker] = {}
         self._stopping: list[_Worker] = []  # released: told to stop, not waited for yet (close waits)
         self._died_starting: dict[int, int] = {}  # by slot: workers that ended before their engine was ready, in a row
@@ -590,24 +602,14 @@ class LocalPool:
         wid = self._next_wid
         self._next_wid += 1
         parent, child = self._ctx.Pipe(duplex=True)
-        try:
-            proc = self._started(wid, slot, child)
-        except (OSError, EOFError):  # the forkserver is gone or refuses: spawned, as elsewhere
-            if self._ctx.get_start_method() == "spawn":
-                raise
-            self._ctx = multiprocessing.get_context("spawn")
-            proc = self._started(wid, slot, child)
+        proc = self._ctx.Process(target=_worker_main, args=(wid, self.spec.on(self.devices[slot]), child),
+                                 name=f"srgpu-worker-{wid}", daemon=True)
+        with _main_module_hidden():
+            proc.start()
         child.close()
         worker = _Worker(wid, slot, proc, parent)
         self._pool[wid] = worker
         return worker
-
-    def _started(self, wid: int, slot: int, child: Any) -> Any:
-        proc = self._ctx.Process(target=_worker_main, args=(wid, self.spec.on(self.devices[slot]), child, Caller.now()),
-                                 name=f"srgpu-worker-{wid}", daemon=True)
-        with _main_module_hidden():
-            proc.start()
-        return proc
 
     def identity(self) -> dict[str, Any]:
         """What of the workers' engines decides their output (EngineSpec.identity)."""

@@ -157,9 +157,9 @@ class _Env:
 
 
 def test_workers_see_the_callers_environment_of_their_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker has the caller's environment as it is when the worker starts (workers are forked
-    from a server started with the first pool, which keeps the environment of its own start): a
-    variable set after the first pool reaches a later pool's workers, one removed is gone."""
+    """A worker has the caller's environment as it is when the worker starts (its ffmpeg children
+    too), not as it was when an earlier pool started: a variable set after the first pool reaches a
+    later pool's workers, one removed is gone."""
     from srgpu.model import random_model
     from srgpu.batch.pool import EngineSpec, LocalPool
 
