@@ -27,10 +27,6 @@ The last round is shorter (``TAIL_SHARE`` of the others' length, never under MIN
 workers' last encoders ended 2.1 s apart on 4 GPUs with rounds of equal 12.5 s chunks (BENCHMARKS.md,
 issue 40), and what a round's end can waste is about one of its chunks; the count, and so the
 chunks' fixed costs, stay the cost model's. Handed out largest first, the short ones come last.
-Equal is in predicted work (frame_costs), not in frames, where the source's frame sizes are known:
-x264's CPU on chunks of one length varied 1.8x with the content, and half of a frame's work
-follows its coded bytes in the source (BYTES_SHARE, fitted); a length the user gives stays equal
-in frames.
 """
 
 from __future__ import annotations
@@ -38,11 +34,10 @@ from __future__ import annotations
 import hashlib
 import math
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from . import ffmpeg
 from .errors import VideoError
@@ -58,11 +53,6 @@ MIN_CHUNK_SECONDS = 4.0
 SNAP_SHARE = 0.1
 MAX_CHUNK_SECONDS = 60.0
 TAIL_SHARE = 0.5  # the last round's chunks, against the others' length (several workers, two rounds or more)
-# the share of a frame's encoding work that follows the source's coded bytes of it (at the mean
-# frame's bytes; the rest is alike for every frame): fitted as a*frames + b*bytes to x264 veryfast's
-# CPU on 16 chunks of a 60 s film, it predicted each chunk's within 12 % rms, frames alone within
-# 21 % (1.8x between chunks of one length; BENCHMARKS.md, session 33)
-BYTES_SHARE = 0.5
 # shorter videos keep the single pipeline (unless chunk_seconds is given): it overlaps decoding,
 # the engine and encoding already, and a short video is quickly redone; with one worker, chunks
 # only serve resume
@@ -206,44 +196,19 @@ def chunk_count(frames: int, fps: float, workers: int, chunk_seconds: float | No
     return max(least, n)
 
 
-def frame_costs(scan: SourceScan) -> list[float] | None:
-    """Each frame's predicted share of the encoder's work, 1 on average (BYTES_SHARE of it follows
-    the frame's coded bytes in the source); None where the sizes are unknown."""
-    if len(scan.sizes) != scan.frames or not scan.frames:
-        return None
-    mean = sum(scan.sizes) / scan.frames
-    if mean <= 0:
-        return None
-    return [1.0 - BYTES_SHARE + BYTES_SHARE * size / mean for size in scan.sizes]
-
-
-def _frame_at(costs: list[float]) -> "Callable[[float], float]":
-    """From a position in predicted work (frames of average work) to the frame position there."""
-    total = list(accumulate(costs, initial=0.0))
-
-    def at(work: float) -> float:
-        i = min(max(bisect_right(total, work) - 1, 0), len(costs) - 1)
-        return i + (work - total[i]) / costs[i]
-    return at
-
-
 def plan(scan: SourceScan, workers: int, chunk_seconds: float | None = None) -> tuple[Chunk, ...]:
-    """The chunks: the ideal cuts (equal chunks, the last round shorter: chunk_lengths; with the
-    cost model's count, several workers and the frames' sizes known, equal in predicted work,
-    frame_costs, rather than in frames), each snapped to the nearest cut point within SNAP_SHARE of
-    its chunk, else (several workers) kept where it is, inside a GOP whose keyframe lies within a
-    chunk before it, else snapped to the nearest cut point however far (a keyframe serves one
-    boundary only, and chunks never come out empty)."""
+    """The chunks: the ideal cuts (equal chunks, the last round shorter: chunk_lengths), each snapped
+    to the nearest cut point within SNAP_SHARE of its chunk, else (several workers) kept where it
+    is, inside a GOP whose keyframe lies within a chunk before it, else snapped to the nearest cut
+    point however far (a keyframe serves one boundary only, and chunks never come out empty)."""
     fps = scan.frames / scan.seconds() if scan.seconds() > 0 else 25.0
     n = chunk_count(scan.frames, fps, workers, chunk_seconds)
     body, tail, tails = chunk_lengths(scan.frames, n, workers, fps if chunk_seconds is None else None)
     first = n - tails  # chunks of ``body`` frames, then ``tails`` of ``tail``
-    costs = frame_costs(scan) if chunk_seconds is None and workers > 1 else None
-    at = _frame_at(costs) if costs else float
     bounds: list[int] = []
     if n > 1 and scan.cuts:
         for k in range(1, n):
-            ideal = at(k * body if k <= first else first * body + (k - first) * tail)
+            ideal = k * body if k <= first else first * body + (k - first) * tail
             length = body if k < first else tail  # of the chunk that starts at this boundary
             j = bisect_left(scan.cuts, ideal)
             near = [c for c in (scan.cuts[j - 1] if j > 0 else None, scan.cuts[j] if j < len(scan.cuts) else None)
@@ -287,14 +252,13 @@ def chunk_lengths(frames: int, n: int, workers: int, fps: float | None) -> tuple
 
 
 def largest_first(scan: SourceScan, chunks: Sequence[Chunk]) -> list[Chunk]:
-    """The order to hand chunks to workers: the most predicted work first (frame_costs: the
-    encoder's work varied 1.8x between equal-length chunks of one film), so that the last round is
-    made of the cheapest chunks and the workers finish together (BENCHMARKS.md, issue 40). Equal
-    or unknown sizes keep the chunks' own order."""
-    costs = frame_costs(scan)
-    if costs is None:
+    """The order to hand chunks to workers: the most coded bytes of the source first (a proxy for
+    the encoder's work, which varied twofold between equal-length chunks of one film), so that
+    the last round is made of the cheapest chunks and the workers finish together (BENCHMARKS.md,
+    issue 40). Equal or unknown sizes keep the chunks' own order."""
+    if not scan.sizes:
         return list(chunks)
-    return sorted(chunks, key=lambda c: (-round(sum(costs[c.first:c.last]), 9), c.index))
+    return sorted(chunks, key=lambda c: (-sum(scan.sizes[c.first:c.last]), c.index))
 
 
 def _cut_at_or_before(scan: SourceScan, position: int) -> int | None:

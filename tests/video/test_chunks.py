@@ -150,37 +150,6 @@ def test_the_last_round_is_shorter() -> None:
     assert sorted(lengths(30, 4)) == [187, 187, 188, 188]  # one round of 4 (7.5 s chunks)
 
 
-def test_chunks_are_equal_in_predicted_work() -> None:
-    """With several workers and the cost model's count, the cuts make chunks of equal predicted
-    work (frame_costs: half of it follows the frames' coded bytes), not of equal frames: a half of
-    small frames (a still scene) gets longer chunks than a half of large ones; the last round stays
-    half the others' work. Unknown sizes, one worker or a length given: equal in frames."""
-    tb = Fraction(1, 25)
-    n = 25 * 60
-    sizes = tuple(1000 if i < n // 2 else 9000 for i in range(n))
-    keys = (True,) * n
-
-    def scan_of(with_sizes: tuple[int, ...]) -> chunks.SourceScan:
-        scan = chunks.analyse(StreamPackets(tb, tuple(range(n)), (1,) * n, tuple(range(n)), keys, with_sizes))
-        assert not isinstance(scan, str)
-        return scan
-
-    scan = scan_of(sizes)
-    costs = chunks.frame_costs(scan)
-    assert costs is not None and abs(sum(costs) - n) < 1e-6 and costs[0] == 0.6 and costs[-1] == 1.4
-    plan = chunks.plan(scan, 4)
-    assert plan[0].first == 0 and plan[-1].last == n and all(a.last == b.first for a, b in zip(plan, plan[1:]))
-    work = [sum(costs[c.first:c.last]) for c in plan]
-    assert len(plan) == 8 and all(abs(w - 250) <= 1.4 for w in work[:4]) and all(abs(w - 125) <= 1.4 for w in work[4:])
-    assert plan[0].frames > 400 > plan[3].frames  # 250 / 0.6 frames of the still half, 250 / 1.4 of the other
-    assert [c.frames for c in chunks.plan(scan_of(()), 4)] == [250] * 4 + [125] * 4
-    assert [c.frames for c in chunks.plan(scan, 1)] == [c.frames for c in chunks.plan(scan_of(()), 1)]
-    assert len({c.frames for c in chunks.plan(scan, 4, chunk_seconds=10.0)}) == 1
-    # handed out by predicted work too: the costliest first, the short last round last
-    order = [c.index for c in chunks.largest_first(scan, plan)]
-    assert sorted(order[:4]) == [0, 1, 2, 3] and sorted(order[4:]) == [4, 5, 6, 7]
-
-
 def test_plan_snaps_to_cut_points() -> None:
     tb = Fraction(1, 25)
     n = 50
