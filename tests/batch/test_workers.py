@@ -127,7 +127,7 @@ class _DiesAtStart:
         os._exit(3)
 
 
-def test_a_worker_that_cannot_start_fails_the_run_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_cannot_start_fails_the_run_in_one_line() -> None:
     """A worker process that ends before its engine is ready (here: it exits where it would make its
     engine) is started again at most ``retries`` times, then the run fails with one line that says
     so; it was started again forever."""
@@ -157,9 +157,9 @@ class _Env:
 
 
 def test_workers_see_the_callers_environment_of_their_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker has the caller's environment as it is when the worker starts (its ffmpeg children
-    too), not as it was when an earlier pool started: a variable set after the first pool reaches a
-    later pool's workers, one removed is gone."""
+    """A worker has the caller's environment as it is when the worker starts, not as it was when an
+    earlier pool started: a variable set after the first pool reaches a later pool's workers, one
+    removed is gone."""
     from srgpu.model import random_model
     from srgpu.batch.pool import EngineSpec, LocalPool
 
