@@ -245,11 +245,10 @@ def check_engine_scale(job: VideoJob, engine: Engine) -> None:
 def concealment_notes(reader: Reader | HandoverReader, shown: int = 3) -> tuple[str, ...]:
     """A note counting the frames whose damaged data the decoder concealed, naming the first few
     (found by the software decoder: the frames as ffmpeg conceals them are the ones upscaled)."""
-    readers = (reader.first, reader.second) if isinstance(reader, HandoverReader) else (reader,)
-    count = max(r.concealed for r in readers)  # before a handover both decoded the same frames
+    count = reader.concealed
     if not count:
         return ()
-    found = readers[0].locate_concealed(shown)
+    found = (reader.first if isinstance(reader, HandoverReader) else reader).locate_concealed(shown)
     where = (": " + ", ".join(frame_at(i, t) for i, t in found)) if found else ""
     more = f" and {count - len(found)} more" if found and count > len(found) else ""
     return (f"{count} frame(s) with damaged data that the decoder concealed{where}{more} "

@@ -55,7 +55,7 @@ from .. import outputs
 from ..manifest import Settings, VideoSettings, json_form, read_json, recorded_values, settings_fingerprint, write_json
 from ..engine.plans import output_bits
 from . import chunks as chunking
-from . import discont, ffmpeg, hwdecode, mkv, nvenc, verify
+from . import discont, ffmpeg, hwdecode, mkv, nvdec_trial, nvenc, verify
 from .api import (VideoJob, VideoResult, check_complete, check_engine_scale, concealment_notes, engine_gpu,
                   plan_video, planned_kinds, threads_option, video_codec)
 from .chunks import Chunk, SourceScan
@@ -110,6 +110,9 @@ class ChunkTask:
     # the coordinator's host and stat identity of the source (host, device, inode, size, mtime): a
     # worker that finds the same file there trusts the fingerprint's digest (check_source)
     source_at: tuple[Any, ...] | None = None
+    # where NVDEC's verdict on the source appears while the coordinator's trial runs beside the
+    # first chunks (srgpu.video.nvdec_trial); None: ``nvdec`` was decided when the job was planned
+    nvdec_verdict: Path | None = None
 
     @property
     def certificate(self) -> Path:
@@ -210,7 +213,15 @@ def run_chunk(task: ChunkTask, engine: Any, progress: Callable[[int], None] | No
     _check_nvenc(task, gpu)
     first_here = engine not in _engines_with_a_chunk
     _engines_with_a_chunk.add(engine)
-    attempts = [(nvdec, False) for nvdec in ((task.nvdec,) if task.nvdec and gpu is not None else ())]
+    nvdec = task.nvdec if gpu is not None else None
+    if nvdec is not None and task.nvdec_verdict is not None:
+        # a first chunk starts on the CPU's decoder whatever the verdict: it need not wait for one;
+        # a later chunk decodes on NVDEC from its first frame, or not at all, as the verdict says
+        verdict = (nvdec_trial.read(task.nvdec_verdict, task.key) if first_here
+                   else nvdec_trial.wait(task.nvdec_verdict, task.key))
+        if verdict is not None and not verdict.same:
+            nvdec = None
+    attempts = [(nvdec, False)] if nvdec is not None else []
     attempts += [(None, False)] if task.chunk.seek_us is not None else []
     attempts += [(None, True)]
     try:
@@ -349,12 +360,15 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
         verify.check_frames(tmp, 0, sent, task.time_base)
         size, digest = file_digest(tmp)
         took_over = reader.handover_at if isinstance(reader, HandoverReader) else None
-        concealed = (max(reader.first.concealed, reader.second.concealed) if isinstance(reader, HandoverReader)
-                     else reader.concealed)  # before a handover both decoded the same frames
+        decoder = nvdec if not isinstance(reader, HandoverReader) or took_over is not None else None
+        if decoder is not None and task.nvdec_verdict is not None:
+            verdict = nvdec_trial.wait(task.nvdec_verdict, task.key)  # NVDEC's frames stand only under a yes
+            if not verdict.same:
+                raise ChunkMismatch(f"{job.src}: chunk {chunk.index}: NVDEC's check on the source's first frames "
+                                    f"said no ({verdict.why or 'they do not decode cleanly'})")
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
-                             time.perf_counter() - started, concealed, from_start and chunk.seek_us is not None,
-                             nvdec if not isinstance(reader, HandoverReader) or took_over is not None else None,
-                             took_over)
+                             time.perf_counter() - started, reader.concealed,
+                             from_start and chunk.seek_us is not None, decoder, took_over)
         again, _ = check_chunk(task)  # the same task run twice at once (a worker presumed lost): the first stays
         if again is not None:
             return again
@@ -483,14 +497,27 @@ class ChunkedJob:
     settings: Settings
     fingerprint: dict[str, Any]
     notes: tuple[str, ...] = ()
-    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (it gave the CPU's frames)
+    nvdec: str | None = None  # NVDEC decodes the chunks on the workers' GPUs (where nvdec_check passes)
     source_at: tuple[Any, ...] | None = None  # ChunkTask.source_at
+    nvdec_check: "NvdecCheck | None" = None  # NVDEC's trial, run beside the first chunks; None: nvdec is decided
 
     def task(self, chunk: Chunk, encoder_threads: int | None = None) -> ChunkTask:
         expected = self.scan.pts[chunk.first:chunk.last]
         return ChunkTask(self.job, chunk, expected, self.scan.time_base, chunk_path(self.work, chunk.index),
                          self.key, encoder_threads, self.scan.typical_duration(), self.nvdec,
-                         self.scan.durations[chunk.first:chunk.last], self.fingerprint, self.source_at)
+                         self.scan.durations[chunk.first:chunk.last], self.fingerprint, self.source_at,
+                         nvdec_verdict=(nvdec_trial.verdict_path(self.work)
+                                        if self.nvdec is not None and self.nvdec_check is not None else None))
+
+
+@dataclass(frozen=True)
+class NvdecCheck:
+    """NVDEC's trial on the source's first frames, still to run (upscale_chunked runs it beside the
+    first chunks: srgpu.video.nvdec_trial): the decoder's options on the workers' GPU, and whether
+    a no is said (``--hwdec nvdec`` asked for NVDEC; ``auto`` falls back to the CPU silently)."""
+
+    options: tuple[str, ...]
+    said: bool
 
 
 def work_folder(dst: Path) -> Path:
@@ -577,6 +604,7 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, ident
     if isinstance(scan, str):
         return SinglePipeline(f"not cut into chunks: {scan}", job)
     nvdec = _nvdec(job, hwdec, gpu, notes)
+    check = NvdecCheck(nvdec_options(job.stream.index, gpu or 0), hwdec == "nvdec") if nvdec is not None else None
     settings = video_settings(job, options, identity)
     st = job.src.stat()
     fingerprint = {"path": str(job.src.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
@@ -605,12 +633,13 @@ def plan_chunked_or_single(src: str | os.PathLike, dst: str | os.PathLike, ident
     key = Settings.of({"settings": settings_key, "source": fingerprint, "time_base": str(scan.time_base),
                        "chunks": [c.as_json() for c in planned]}).key
     return ChunkedJob(job, scan, planned, work, key, settings, fingerprint, tuple(notes), nvdec=nvdec,
-                      source_at=_stat_identity(st))
+                      source_at=_stat_identity(st), nvdec_check=check)
 
 
 def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str | None:
-    """The NVDEC decoder for the chunks, or None (the CPU decodes them; said where it was asked
-    for). ``hwdec``: the mode as srgpu.video.hwdecode.decide made it for the workers' engines."""
+    """The NVDEC decoder for the chunks, its trial still to run (NvdecCheck), or None (the CPU
+    decodes them; said where it was asked for). ``hwdec``: the mode as srgpu.video.hwdecode.decide
+    made it for the workers' engines."""
     if hwdec == "no":
         return None
     if gpu is None:
@@ -627,11 +656,7 @@ def _nvdec(job: VideoJob, hwdec: str, gpu: int | None, notes: list[str]) -> str 
     elif choice is None or choice not in ffmpeg.video_codecs("decoders") or not hwdecode.nvcuvid_loadable():
         why = f"no NVDEC decoder for {job.stream.codec} here"
     else:
-        same, what = hwdecode.decodes_like_software(job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"],
-                                                    choice, nvdec_options(job.stream.index, gpu))
-        if same:
-            return choice
-        why = what or "the source's first frames do not decode cleanly"
+        return choice
     if hwdec == "nvdec":
         notes.append(f"chunks are decoded on the CPU: {why}")
     return None
@@ -832,6 +857,7 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
     outputs.remove_stale_temps(cj.job.dst)
     done, notes = folder.open()
     notes = list(cj.notes) + notes
+    trial = _nvdec_trial(cj)
     try:
         total = cj.scan.frames
         if progress is not None:
@@ -881,9 +907,12 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
                 chunk_path(cj.work, e.index).unlink(missing_ok=True)
                 chunk_path(cj.work, e.index).with_suffix(".json").unlink(missing_ok=True)
     finally:
+        verdict = trial.result() if trial is not None else None  # it writes in the work folder: ended first
         folder.close()
     folder.remove()
     seconds = time.perf_counter() - started
+    if verdict is not None and not verdict.same and cj.nvdec_check is not None and cj.nvdec_check.said:
+        notes.append(f"chunks are decoded on the CPU: {verdict.why or 'the source does not decode cleanly on NVDEC'}")
     concealed = sum(r.concealed for r in done.values())
     if concealed:
         notes += _concealment(cj, concealed)
@@ -898,6 +927,16 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
                        input_size=(cj.job.stream.width, cj.job.stream.height),  # type: ignore[arg-type]
                        output_size=cj.job.plan.enc_size, codec=cj.job.codec, pix_fmt=cj.job.pix_fmt,
                        notes=cj.job.notes + tuple(notes), decoder=" and ".join(sorted(decoders)) + first_frames)
+
+
+def _nvdec_trial(cj: ChunkedJob) -> nvdec_trial.Trial | None:
+    """NVDEC's trial on the source's first frames, started beside the chunks (srgpu.video.nvdec_trial)."""
+    check, job = cj.nvdec_check, cj.job
+    if check is None or cj.nvdec is None:
+        return None
+    args, decoder = job.reader_args, cj.nvdec
+    return nvdec_trial.Trial(nvdec_trial.verdict_path(cj.work), cj.key, lambda: hwdecode.decodes_like_software(
+        job.src, job.stream.index, args["pipe_pix_fmt"], args["vf_extra"], decoder, check.options)).start()
 
 
 def _concealment(cj: ChunkedJob, count: int) -> tuple[str, ...]:

@@ -83,6 +83,11 @@ class HandoverReader:
         return self.second.repaired if self.handover_at is not None else self.first.repaired
 
     @property
+    def concealed(self) -> int:
+        # frames flagged as concealed damage: before a handover both decoded the same frames
+        return max(self.first.concealed, self.second.concealed)
+
+    @property
     def allocate(self) -> Callable[[int], Any]:
         return self.first.allocate
 

@@ -554,6 +554,7 @@ def test_the_nvdec_path_with_a_stand_in(tmp_path: Path, engine: BicubicEngine, m
         return original(self, line)
 
     monkeypatch.setattr(Reader, "_on_line", no_durations)
+    chunked._engines_with_a_chunk.add(engine)  # every chunk from NVDEC's first frame (the handover: tests below)
     result = chunked.upscale_chunked(cj, InProcess(engine))
     assert result.decoder == "h264 and software"
     assert_same_timing(single, parts, audio=True)
@@ -652,6 +653,101 @@ def test_a_first_chunk_whose_nvdec_goes_wrong_after_the_handover_is_decoded_agai
     assert result.decoder == "h264 and software"
     assert_same_timing(single, parts, audio=True)
     assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
+
+
+def _slow_trial(monkeypatch: pytest.MonkeyPatch, seconds: float, same: bool | None,
+                why: str = "") -> list[float]:
+    """NVDEC's trial on the source's first frames as a stand-in that answers (``same``, ``why``)
+    after ``seconds``; returns the time it answered (perf_counter), once it has."""
+    from srgpu.video import hwdecode
+
+    answered: list[float] = []
+
+    def trial(*args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(seconds)
+        answered.append(time.perf_counter())
+        return same, why
+
+    monkeypatch.setattr(hwdecode, "decodes_like_software", trial)
+    return answered
+
+
+def test_nvdecs_trial_runs_beside_the_first_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVDEC's trial on the source's first frames no longer holds up the first chunk: the chunk starts
+    (on the CPU's decoder, handing over to NVDEC) while the trial runs; the engine's next chunk
+    waits for its yes and decodes on NVDEC from its first frame. The output is the single
+    pipeline's, sample for sample."""
+    from dataclasses import replace
+
+    src, single, options = _handover_clip(tmp_path)
+    parts = tmp_path / "chunked.mkv"
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
+    assert not isinstance(cj, str) and len(cj.chunks) == 2
+    attempts = _nvdec_stand_in(monkeypatch)
+    answered = _slow_trial(monkeypatch, 1.0, True)
+    started: list[float] = []
+    make = chunked._make_chunk
+    monkeypatch.setattr(chunked, "_make_chunk", lambda *a, **k: started.append(time.perf_counter()) or make(*a, **k))
+    engine = PacedEngine(random_model("9-1-5", seed=21), 2)
+    pending = replace(cj, nvdec="h264", nvdec_check=chunked.NvdecCheck((), said=True))
+    result = chunked.upscale_chunked(pending, InProcess(engine))
+    assert attempts == [(0, "h264", True), (1, "h264", False)], attempts
+    assert started[0] < answered[0] < started[1], (started, answered)  # the first chunk did not wait; the second did
+    assert result.decoder.startswith("h264") and not any("CPU" in n for n in result.notes), result
+    assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
+    assert_same_timing(single, parts, audio=True)
+
+
+def test_a_no_from_nvdecs_trial_redoes_what_nvdec_decoded_on_the_cpu(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where NVDEC's trial says no after the first chunk was handed over to NVDEC, that chunk is
+    decoded again on the CPU, and the next chunk decodes on the CPU; with --hwdec nvdec the run
+    says why. A yes left in the work folder by an earlier run is not taken for this run's."""
+    from dataclasses import replace
+    from srgpu.manifest import write_json
+    from srgpu.video import nvdec_trial
+
+    src, single, _ = _handover_clip(tmp_path)
+    options = VideoOptions(EncodeOptions(codec="ffv1"), hwdec="nvdec")
+    parts = tmp_path / "chunked.mkv"
+    cj = chunked.plan_chunked(src, parts, IDENTITY, options, chunk_seconds=1.92)
+    assert not isinstance(cj, str) and len(cj.chunks) == 2
+    cj.work.mkdir()
+    write_json(nvdec_trial.verdict_path(cj.work), {"format": nvdec_trial.FORMAT, "version": nvdec_trial.VERSION,
+                                                    "key": cj.key, "same": True, "why": ""})
+    attempts = _nvdec_stand_in(monkeypatch)
+    _slow_trial(monkeypatch, 1.5, False, "h264_cuvid decodes frame 3 differently from the software decoder")
+    engine = PacedEngine(random_model("9-1-5", seed=21), 2)
+    pending = replace(cj, nvdec="h264", nvdec_check=chunked.NvdecCheck((), said=True))
+    result = chunked.upscale_chunked(pending, InProcess(engine))
+    assert sorted(attempts, key=repr) == [(0, "h264", True), (0, None, False), (1, None, False)], attempts
+    assert result.decoder == "software", result.decoder
+    assert "chunks are decoded on the CPU: h264_cuvid decodes frame 3 differently from the software decoder" \
+        in result.notes, result.notes
+    assert_same_frames(decode(parts, "yuv420p", 128, 96), decode(single, "yuv420p", 128, 96))
+    assert_same_timing(single, parts, audio=True)
+    assert not cj.work.exists()
+
+
+def test_nvdec_verdicts_are_read_for_their_job_and_waited_for_within_bounds(tmp_path: Path) -> None:
+    """A worker reads only its job's verdict; one that does not come in time, or a trial that
+    breaks, is a no."""
+    from srgpu.video import nvdec_trial
+
+    path = nvdec_trial.verdict_path(tmp_path)
+    assert nvdec_trial.read(path, "k") is None
+    t = time.monotonic()
+    assert nvdec_trial.wait(path, "k", seconds=0.2).same is False and time.monotonic() - t >= 0.2
+    assert nvdec_trial.Trial(path, "k", lambda: (True, "")).start().result() == nvdec_trial.Verdict(True)
+    assert nvdec_trial.read(path, "other") is None and nvdec_trial.read(path, "k") == nvdec_trial.Verdict(True)
+
+    def broken() -> tuple[bool | None, str]:
+        raise RuntimeError("no such device")
+
+    assert nvdec_trial.Trial(path, "k", broken).start().result().same is False
+    assert nvdec_trial.wait(path, "k").why == "NVDEC's check failed: no such device"
+    assert nvdec_trial.Trial(path, "k", lambda: (None, "h264_cuvid failed: x")).start().result() == \
+        nvdec_trial.Verdict(False, "h264_cuvid failed: x")
 
 
 # ---------------------------------------------------------------- the order chunks are made in
