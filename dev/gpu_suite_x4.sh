@@ -14,5 +14,6 @@ ignore=$(for f in $V $K; do printf -- "--ignore=%s " $f; done)
 run $(g 0) fused tests/kernels/test_gpu_fused.py dev/tests/test_gpu_fused_not_offered.py &
 run $(g 1) kernels tests/kernels/test_gpu_kernels.py dev/tests/test_gpu_binary.py &
 run $(g 2) video $V &
-run "$(g 3),$(g 2)" rest tests $ignore &
+rest_gpus=$(g 3); [ $n -gt 1 ] && rest_gpus="$rest_gpus,$(g 2)"  # one GPU: "0,0" would hide it
+run $rest_gpus rest tests $ignore &
 wait
