@@ -7,9 +7,7 @@ with no host copy), computed on the engine's stream (which waits for the upload'
 downloaded on the slot's stream (which waits for the compute's event). The host waits only for a
 frame's upload (so the caller may reuse its buffer) and for the frame it hands on, never for the
 device as a whole, and it waits asleep (blocking-sync events), not spinning a core that the
-encoder could use; nothing is allocated per frame. A video's slots are made as its first frames
-need them (two at once): a pinned 4K frame takes time to page-lock, and nine of them held up
-the first frame of a worker's first chunk (BENCHMARKS.md, session 34).
+encoder could use; nothing is allocated per frame.
 
 A result's planes are views of the slot's pinned output: the consumer (the video writer) calls
 ``release()`` once it has written them, and only then is the slot reused.
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 
 DEFAULT_SLOTS = 9
 IN_FLIGHT = 3  # frames queued on the GPU before the host waits for the oldest
-SLOTS_MADE_NOW = 2  # a video's slots made with its processor; the others as its first frames need them
 
 
 @dataclass
@@ -97,32 +94,23 @@ class SlotPipeline:
     engine: GPUEngine
 
     def _init_slots(self, engine: GPUEngine, count: int, timed: bool,
-                    buffers: Callable[[int], tuple[list[Any], list[Any], list[Any]]],
-                    made_now: int | None = None) -> None:
-        """``count`` slots, ``made_now`` of them now (default: all) and the others when a job finds
-        none free; ``buffers(i)``: slot i's (host outputs, device inputs, device outputs)."""
+                    buffers: Callable[[int], tuple[list[Any], list[Any], list[Any]]]) -> None:
+        """``count`` slots; ``buffers(i)``: slot i's (host outputs, device inputs, device outputs)."""
         import cupy as cp
 
         self._cp = cp
         self._cond = threading.Condition()
         self._free: deque[Slot] = deque()
         self._slots: list[Slot] = []  # all of them, free or not: close() waits for each one's copies
-        self._slot_count, self._slot_buffers, self._timed_slots = count, buffers, timed
-        for _ in range(count if made_now is None else max(1, min(made_now, count))):
-            self._new_slot()
-
-    def _new_slot(self) -> None:
-        cp, engine = self._cp, self.engine
         with engine.device, engine._guard("allocating pinned frame buffers"):
-            i = len(self._slots)
-            host_out, dev_in, dev_out = self._slot_buffers(i)
-            stream = cp.cuda.Stream(non_blocking=True)
-            # block=True: a host wait sleeps instead of spinning a CPU core (cudaEventBlockingSync)
-            events = [cp.cuda.Event(block=True, disable_timing=not self._timed_slots) for _ in range(3)]
-            starts = tuple(cp.cuda.Event(block=True) for _ in range(3)) if self._timed_slots else None
-            slot = Slot(i, host_out, dev_in, dev_out, stream, *events, starts)
-        self._slots.append(slot)
-        self._free.append(slot)
+            for i in range(count):
+                host_out, dev_in, dev_out = buffers(i)
+                stream = cp.cuda.Stream(non_blocking=True)
+                # block=True: a host wait sleeps instead of spinning a CPU core (cudaEventBlockingSync)
+                events = [cp.cuda.Event(block=True, disable_timing=not timed) for _ in range(3)]
+                starts = tuple(cp.cuda.Event(block=True) for _ in range(3)) if timed else None
+                self._slots.append(Slot(i, host_out, dev_in, dev_out, stream, *events, starts))
+        self._free.extend(self._slots)
 
     def _queue(self, slot: Slot, upload: Callable[[Any], None], compute: Callable[[], None],
                download: Callable[[Any], None], what: str = "queueing a frame", wait_upload: bool = True) -> None:
@@ -161,8 +149,6 @@ class SlotPipeline:
 
     def _acquire(self) -> Slot:
         with self._cond:
-            if not self._free and len(self._slots) < self._slot_count:
-                self._new_slot()
             while not self._free:
                 self._cond.wait()
             slot = self._free.popleft()
@@ -215,7 +201,7 @@ class OverlappedGPU(FrameProcessor, SlotPipeline):
                     [cp.empty(s, dtype=fmt.dtype) for s in fmt.in_shapes],
                     [cp.empty(sp.out_shape, dtype=fmt.dtype) for sp in fmt.specs])
 
-        self._init_slots(engine, slots, timed, buffers, made_now=SLOTS_MADE_NOW)
+        self._init_slots(engine, slots, timed, buffers)
 
     def input_buffer(self, nbytes: int) -> np.ndarray:
         """Pinned host memory: planes decoded into it are uploaded by DMA, with no copy on the host."""
