@@ -4,6 +4,9 @@ processes at once (as the chunk workers' first chunks start together), with the 
 slot made at once (SLOTS_MADE_NOW set to the slot count). 1080p yuv420p in, x2, the shipped 9-1-5.
 
     python3 dev/processor_start.py --procs 4 --rounds 3        # on the GPU machine
+
+It measures bbe59d8's overlap change, taken back untried (5b2f22c: no GPU machine could be started);
+bring that back first (git revert 5b2f22c), else both rows make every slot at once.
 """
 
 from __future__ import annotations

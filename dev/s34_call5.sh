@@ -3,6 +3,7 @@
 # made as its first frames need them (overlap.py SLOTS_MADE_NOW). GPU tests of the overlap, video and chunked
 # paths (real NVDEC); dev/processor_start.py (4 processes at once); a traced default run of this tree (its
 # frame_processor and first frames, against call 2's traces).
+#   git revert 5b2f22c        # the change was taken back untried (this call was refused: too little device time)
 #   bash dev/s34_call5.sh      # carry .ffmpeg9; shared/data/video travels with the tree
 source dev/device_lib.sh
 PYTHONPATH=/tmp/site:$ROOT timeout 120 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests/engine/test_gpu_overlap.py \
