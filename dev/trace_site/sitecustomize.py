@@ -125,6 +125,35 @@ def _thread_cpu() -> None:
             _log(f"thread-cpu {self.name} {time.thread_time():.3f}", "I")
     threading.Thread.run = counted  # type: ignore[method-assign]
     atexit.register(lambda: _log(f"thread-cpu main {time.thread_time():.3f} process {time.process_time():.3f}", "I"))
+    atexit.register(_threads_alive_at_exit)
+
+
+def _threads_alive_at_exit() -> None:
+    """The threads still running at exit, which never log their own end: Python's daemon threads
+    ("alive:NAME") and threads Python did not start ("native:COMM": the CUDA driver's, NVML's ...),
+    from /proc (Linux): where a process's CPU goes that its ended threads do not explain."""
+    import threading
+
+    python = {t.native_id: t.name for t in threading.enumerate() if t is not threading.main_thread()}
+    main = threading.main_thread().native_id
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return
+    for tid in tids:
+        if int(tid) == main:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")].replace(" ", "_")
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        name = f"alive:{python[int(tid)]}" if int(tid) in python else f"native:{comm}"
+        _log(f"thread-cpu {name.replace(' ', '_')} {seconds:.3f}", "I")
 
 
 if _DIR:
