@@ -26,7 +26,7 @@ traced() { local name=$1 tree=$2; local TR=$OUT/r/trace_$name; mkdir -p $TR
   python3 $ROOT/dev/trace_report.py $TR --min 0.02 > $OUT/r/trace_$name.txt 2>&1; rm -rf $TR
   grep -E "python -c|Reader.frames.first|_upscale_chunked|frame_processor" $OUT/r/trace_$name.txt | head -14; }
 bench() { local name=$1 tree=$2; shift 2
-  (cd $tree && PYTHONPATH=/tmp/site:$tree timeout 200 python3 scripts/benchmarks/bench_bighost.py --work $W --source $SRC \
+  (cd $tree && PYTHONPATH=/tmp/site:$tree timeout ${BENCH_TIMEOUT:-200} python3 scripts/benchmarks/bench_bighost.py --work $W --source $SRC \
     --settings libx264:veryfast "$@" --json $OUT/r/$name.json > $OUT/r/$name.out 2>&1)
   echo "$name rc=$? $(( $(date +%s)-t0 )) s"
   grep -h '^{.*"row"' $OUT/r/$name.out | python3 -c "
