@@ -365,7 +365,7 @@ def _make_chunk(task: ChunkTask, engine: Any, progress: Callable[[int, int | Non
             verdict = nvdec_trial.wait(task.nvdec_verdict, task.key)  # NVDEC's frames stand only under a yes
             if not verdict.same:
                 raise ChunkMismatch(f"{job.src}: chunk {chunk.index}: NVDEC's check on the source's first frames "
-                                    f"said no ({verdict.why or 'they do not decode cleanly'})")
+                                    f"said no ({verdict.why})")
         result = ChunkResult(chunk.index, sent, tuple(writer.sent_durations), size, digest,
                              time.perf_counter() - started, reader.concealed,
                              from_start and chunk.seek_us is not None, decoder, took_over)
@@ -912,7 +912,7 @@ def _upscale_chunked(cj: ChunkedJob, runner: Runner, overwrite: bool, progress: 
     folder.remove()
     seconds = time.perf_counter() - started
     if verdict is not None and not verdict.same and cj.nvdec_check is not None and cj.nvdec_check.said:
-        notes.append(f"chunks are decoded on the CPU: {verdict.why or 'the source does not decode cleanly on NVDEC'}")
+        notes.append(f"chunks are decoded on the CPU: {verdict.why}")
     concealed = sum(r.concealed for r in done.values())
     if concealed:
         notes += _concealment(cj, concealed)

@@ -87,7 +87,8 @@ class Trial:
     def _run(self) -> None:
         try:
             same, why = self._check()
-            verdict = Verdict(same is True, "" if same is True else why)
+            verdict = (Verdict(True) if same is True
+                       else Verdict(False, why or "the source's first frames do not decode cleanly"))
         except Exception as e:  # noqa: BLE001 - a trial that breaks is a no, said
             verdict = Verdict(False, f"NVDEC's check failed: {e}")
         self._verdict = verdict
